@@ -1,0 +1,48 @@
+// Instantiates the kernels for every (dtype, codec) in the registry and launches them.
+#include "algos/launch.hpp"
+#include "algos/one_shot.cuh"
+#include "algos/two_shot.cuh"
+#include "codecs/dispatch.hpp"
+
+namespace qr {
+
+cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t stream) {
+  return dispatch_dtype(dtype, [&](auto d) {
+    one_shot_kernel<decltype(d)::value><<<kOneShotBlocks, kOneShotThreads, 0, stream>>>(args);
+    return cudaGetLastError();
+  });
+}
+
+namespace {
+// CTAs that fit at once on the whole device for this kernel and CTA size: the two-shot grid never
+// exceeds it, so every CTA a peer waits for is resident (cached: the occupancy query is slow).
+template <class Kernel>
+int resident_blocks(Kernel kernel, int threads) {
+  static thread_local int cached[kTwoShotMaxThreads / 32 + 1] = {};
+  int& slot = cached[threads / 32];
+  if (slot == 0) {
+    int device = 0, sms = 0, per_sm = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
+    slot = sms * (per_sm > 0 ? per_sm : 1);
+  }
+  return slot;
+}
+}  // namespace
+
+cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream) {
+  return dispatch_codec(codec, dtype, [&](auto codec_t, auto d) {
+    using Codec = decltype(codec_t);
+    auto kernel = two_shot_kernel<Codec, decltype(d)::value>;
+    size_t tile_values = size_t(args.threads) * kLaneValues * args.world_size;
+    size_t tiles = (args.numel + tile_values - 1) / tile_values;
+    int limit = resident_blocks(kernel, args.threads);
+    if (args.blocks <= 0 || args.blocks > limit) args.blocks = limit;
+    if (size_t(args.blocks) > tiles) args.blocks = int(tiles);
+    kernel<<<args.blocks, args.threads, 0, stream>>>(args);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace qr

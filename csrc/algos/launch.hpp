@@ -1,0 +1,17 @@
+// Host-side launchers (implemented in dispatch.cu); they enqueue on the caller's stream and return
+// the launch status. Contracts:
+//  - one-shot: passthrough only, numel * 2 <= min(max_size, kOneShotMaxBytes).
+//  - two-shot: any codec, numel * 2 <= max_size.
+// Both need every rank to make the same call (size, dtype, codec, algorithm) in the same order.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "algos/args.hpp"
+#include "codecs/codec_list.hpp"
+
+namespace qr {
+
+cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t stream);
+cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream);
+
+}  // namespace qr

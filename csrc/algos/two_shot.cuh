@@ -1,0 +1,185 @@
+// Two-shot all-reduce with an inline codec: reduce-scatter, then all-gather, through peer memory.
+//
+// The message is cut into tiles of W slices (slice = blockDim * 8 values, one lane of 8 per
+// thread); rank r owns slice r of every tile. A CTA walks tiles t = blockIdx, blockIdx + grid, ...:
+//   1. scatter: encode my values of slice d and push them into rank d's rs_data[t][me];
+//      my own slice is encoded and decoded in registers (the owner's contribution is quantized
+//      too, so the result does not depend on who owns what); signal rs_flags[t][me] on each peer.
+//   2. reduce:  wait for rs_flags[t][*], decode every contribution, sum in fp32 in rank order,
+//      encode the sum once, push it to every peer's ag_data[t][me], decode my own copy of that
+//      same payload into the output (so the owner holds exactly what everyone else gets).
+//   3. gather:  wait for ag_flags[t][*], decode each owner's payload into the output.
+// Flags hold the call's epoch (one per call, advanced by the last CTA to finish); a stale flag
+// holds an older one. Single-buffered data is safe: a rank enters call k+1 only after every peer
+// broadcast its slices of call k, i.e. after the peers finished reading what call k+1 overwrites.
+// Peer-written data is read with ld.cg (L2), never through a possibly stale L1 line.
+#pragma once
+#include "algos/args.hpp"
+#include "algos/common.cuh"
+#include "codecs/codec_list.hpp"
+#include "sync/primitives.cuh"
+
+namespace qr {
+
+// One lane's share of a block-scaled slice: encode with the block's shared scale, move the
+// packed bits to/from a slot laid out as SliceLayout describes.
+template <class Codec, DType D>
+struct LaneIO {
+  using Packed = typename Codec::Packed;
+
+  __device__ static uint16_t encode(const float v[kLaneValues], Packed& p) {
+    uint16_t scale = 0;
+    float inv = 1.0f;
+    if constexpr (Codec::kScaled) {
+      uint32_t m = lane_absmax_bits(v);  // 4 consecutive lanes share a block of 32
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      scale = block_scale<D>(m, Codec::kDivisor);
+      inv = inverse_scale(to_float<D>(scale));
+    }
+    p = Codec::template encode<D>(v, inv);
+    return scale;
+  }
+  __device__ static void decode(const Packed& p, uint16_t scale, float v[kLaneValues]) {
+    Codec::template decode<D>(p, Codec::kScaled ? to_float<D>(scale) : 1.0f, v);
+  }
+  __device__ static void store(uint8_t* slot, const SliceLayout<Codec>& sl, int lane, const Packed& p,
+                               uint16_t scale) {
+    reinterpret_cast<typename Codec::PlaneA*>(slot)[lane] = p.a;
+    if constexpr (Codec::kPlaneBBytes > 0) reinterpret_cast<typename Codec::PlaneB*>(slot + sl.plane_a)[lane] = p.b;
+    if constexpr (Codec::kScaled)
+      if (lane % kLanesPerBlock == 0)
+        reinterpret_cast<uint16_t*>(slot + sl.plane_a + sl.plane_b)[lane / kLanesPerBlock] = scale;
+  }
+  __device__ static uint16_t load(const uint8_t* slot, const SliceLayout<Codec>& sl, int lane, Packed& p) {
+    p.a = __ldcg(reinterpret_cast<const typename Codec::PlaneA*>(slot) + lane);
+    if constexpr (Codec::kPlaneBBytes > 0)
+      p.b = __ldcg(reinterpret_cast<const typename Codec::PlaneB*>(slot + sl.plane_a) + lane);
+    if constexpr (Codec::kScaled)
+      return __ldcg(reinterpret_cast<const unsigned short*>(slot + sl.plane_a + sl.plane_b) + lane / kLanesPerBlock);
+    return 0;
+  }
+};
+
+template <class Codec, DType D>
+__global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceArgs a) {
+  using IO = LaneIO<Codec, D>;
+  using Packed = typename Codec::Packed;
+  auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
+  __shared__ uint32_t s_epoch;
+  __shared__ int s_failed;
+  if (threadIdx.x == 0) {
+    s_failed = *reinterpret_cast<volatile uint32_t*>(&ctrl->abort) != 0;
+    uint32_t prev = ctrl->two_shot_epoch;
+    s_epoch = prev >= kEpochPeriod ? 1u : prev + 1u;
+  }
+  __syncthreads();
+  if (s_failed) return;
+  const uint32_t epoch = s_epoch;
+  const int W = a.world_size, me = a.rank, lane = threadIdx.x;
+  const size_t slice_values = size_t(blockDim.x) * kLaneValues;
+  const size_t tile_values = slice_values * W;
+  const size_t num_tiles = (a.numel + tile_values - 1) / tile_values;
+  const auto sl = SliceLayout<Codec>::make(slice_values);
+  const auto* in = static_cast<const uint16_t*>(a.in);
+  auto* out = static_cast<uint16_t*>(a.out);
+  uint8_t* local = a.workspaces[me];
+  const auto* rs_flags = reinterpret_cast<const uint32_t*>(local + a.layout.rs_flags);
+  const auto* ag_flags = reinterpret_cast<const uint32_t*>(local + a.layout.ag_flags);
+  WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
+  auto slot_of = [&](uint8_t* base, size_t region, size_t t, int src) {
+    return base + region + (t * W + src) * sl.total;
+  };
+  // Threads 0..W-2 each own one peer for signalling and waiting.
+  const int peer = me + 1 + lane < W ? me + 1 + lane : me + 1 + lane - W;
+  auto wait_flags = [&](const uint32_t* flags, size_t t, uint32_t phase) {
+    if (lane < W - 1) {
+      uint32_t seen;
+      if (!spin_until(w, [&] { return ld_acquire_sys(flags + t * W + peer); }, [&](uint32_t f) { return f == epoch; },
+                      seen, peer, epoch, phase))
+        s_failed = 1;
+    }
+    __syncthreads();
+    return !s_failed;
+  };
+  auto signal_peers = [&](size_t region, size_t t) {
+    __syncthreads();  // every lane's stores precede the flag (the release is cumulative over the barrier)
+    if (lane < W - 1) {
+      __threadfence_system();
+      st_release_sys(reinterpret_cast<uint32_t*>(a.workspaces[peer] + region) + t * W + me, epoch);
+    }
+  };
+
+  for (size_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+    const size_t tile_base = t * tile_values;
+    const size_t lane_offset = size_t(lane) * kLaneValues;
+    // 1. scatter
+    for (int j = 1; j < W; ++j) {
+      int d = me + j < W ? me + j : me + j - W;
+      float v[kLaneValues];
+      load_lane<D>(in, tile_base + d * slice_values + lane_offset, a.numel, v);
+      Packed p;
+      uint16_t scale = IO::encode(v, p);
+      IO::store(slot_of(a.workspaces[d], a.layout.rs_data, t, me), sl, lane, p, scale);
+    }
+    float own[kLaneValues];
+    {
+      load_lane<D>(in, tile_base + me * slice_values + lane_offset, a.numel, own);
+      Packed p;
+      uint16_t scale = IO::encode(own, p);
+      IO::decode(p, scale, own);
+    }
+    signal_peers(a.layout.rs_flags, t);
+
+    // 2. reduce my slice, in rank order
+    if (!wait_flags(rs_flags, t, 1)) break;
+    float acc[kLaneValues] = {};
+    for (int src = 0; src < W; ++src) {
+      float v[kLaneValues];
+      if (src == me) {
+#pragma unroll
+        for (int i = 0; i < kLaneValues; ++i) v[i] = own[i];
+      } else {
+        Packed p;
+        uint16_t scale = IO::load(slot_of(local, a.layout.rs_data, t, src), sl, lane, p);
+        IO::decode(p, scale, v);
+      }
+#pragma unroll
+      for (int i = 0; i < kLaneValues; ++i) acc[i] += v[i];
+    }
+    {
+      Packed p;
+      uint16_t scale = IO::encode(acc, p);
+      for (int j = 1; j < W; ++j) {
+        int d = me + j < W ? me + j : me + j - W;
+        IO::store(slot_of(a.workspaces[d], a.layout.ag_data, t, me), sl, lane, p, scale);
+      }
+      IO::decode(p, scale, acc);
+      store_lane<D>(out, tile_base + me * slice_values + lane_offset, a.numel, acc);
+    }
+    signal_peers(a.layout.ag_flags, t);
+
+    // 3. gather the other owners' reduced slices
+    if (!wait_flags(ag_flags, t, 2)) break;
+    for (int j = 1; j < W; ++j) {
+      int src = me + j < W ? me + j : me + j - W;
+      Packed p;
+      float v[kLaneValues];
+      uint16_t scale = IO::load(slot_of(local, a.layout.ag_data, t, src), sl, lane, p);
+      IO::decode(p, scale, v);
+      store_lane<D>(out, tile_base + src * slice_values + lane_offset, a.numel, v);
+    }
+  }
+
+  // The last CTA to finish advances the epoch: every CTA has read it by then.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&ctrl->two_shot_done, 1u) == gridDim.x - 1) {
+      ctrl->two_shot_done = 0;
+      ctrl->two_shot_epoch = epoch;
+    }
+  }
+}
+
+}  // namespace qr

@@ -1,0 +1,50 @@
+// Communicator binding: raw device pointers and the stream as integers (no torch C++ ABI).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "comm/communicator.hpp"
+#include "comm/status.hpp"
+#include "sync/workspace.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+void register_comm(nb::module_& m) {
+  auto base = nb::exception<qr::Error>(m, "QuickReduceError", PyExc_RuntimeError);
+  nb::exception<qr::CudaError>(m, "CudaError", base.ptr());
+  nb::exception<qr::PeerTimeoutError>(m, "PeerTimeoutError", base.ptr());
+
+  m.attr("DTYPE_FLOAT16") = int(qr::DType::kFloat16);
+  m.attr("DTYPE_BFLOAT16") = int(qr::DType::kBFloat16);
+  m.attr("ALGO_ONE_SHOT") = int(qr::Algo::kOneShot);
+  m.attr("ALGO_TWO_SHOT") = int(qr::Algo::kTwoShot);
+  m.attr("MAX_WORLD_SIZE") = qr::kMaxWorldSize;
+  m.attr("ONE_SHOT_MAX_BYTES") = qr::kOneShotMaxBytes;
+
+  m.def("workspace_bytes", [](int world_size, size_t max_bytes) { return qr::WorkspaceLayout::make(world_size, max_bytes).total; },
+        "world_size"_a, "max_bytes"_a, "Device memory one rank's workspace takes for this world size and max_size.");
+
+  nb::class_<qr::Communicator>(m, "Communicator")
+      .def(nb::init<int, int, int, size_t, double>(), "rank"_a, "world_size"_a, "device"_a, "max_bytes"_a, "timeout_s"_a)
+      .def("ipc_handle", [](const qr::Communicator& c) { auto h = c.ipc_handle(); return nb::bytes(h.data(), h.size()); })
+      .def("open_peers", [](qr::Communicator& c, const std::vector<nb::bytes>& handles) {
+        std::vector<std::string> hs;
+        for (auto& h : handles) hs.emplace_back(h.c_str(), h.size());
+        c.open_peers(hs);
+      }, "handles"_a)
+      .def("all_reduce", [](qr::Communicator& c, uintptr_t in, uintptr_t out, size_t numel, int dtype, int codec, int algo,
+                            uintptr_t stream, int threads, int blocks) {
+        c.all_reduce(in, out, numel, qr::DType(dtype), qr::CodecId(codec), qr::Algo(algo), stream, threads, blocks);
+      }, "in_ptr"_a, "out_ptr"_a, "numel"_a, "dtype"_a, "codec"_a, "algo"_a, "stream"_a, "threads"_a = 0, "blocks"_a = 0)
+      .def("check", &qr::Communicator::check)
+      .def("close", &qr::Communicator::close)
+      .def_prop_ro("rank", &qr::Communicator::rank)
+      .def_prop_ro("world_size", &qr::Communicator::world_size)
+      .def_prop_ro("device", &qr::Communicator::device)
+      .def_prop_ro("max_bytes", &qr::Communicator::max_bytes)
+      .def_prop_ro("workspace_bytes", &qr::Communicator::workspace_bytes)
+      .def_prop_ro("one_shot_max_bytes", &qr::Communicator::one_shot_max_bytes)
+      .def_prop_ro("is_open", &qr::Communicator::is_open)
+      .def_prop_ro("is_broken", &qr::Communicator::is_broken);
+}

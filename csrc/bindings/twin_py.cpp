@@ -1,0 +1,86 @@
+// CPU twin and codec registry bindings: numpy arrays of raw 16-bit patterns in and out.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "codecs/codec_list.hpp"
+#include "cpu/twin.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+using Bits = nb::ndarray<const uint16_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using BitsOut = nb::ndarray<nb::numpy, uint16_t, nb::ndim<1>>;
+
+namespace {
+
+qr::DType parse_dtype(const std::string& name) {
+  if (name == "fp16" || name == "float16") return qr::DType::kFloat16;
+  if (name == "bf16" || name == "bfloat16") return qr::DType::kBFloat16;
+  throw std::invalid_argument("dtype must be 'fp16' or 'bf16', got '" + name + "'");
+}
+
+qr::CodecId parse_codec(const std::string& name) {
+  if (name == "bf16") return qr::CodecId::kPassthrough;  // passthrough under either name
+  for (const auto& c : qr::kCodecs)
+    if (name == c.name) return c.id;
+  throw std::invalid_argument("unknown codec '" + name + "'");
+}
+
+BitsOut new_array(size_t n, std::vector<uint16_t>** storage) {
+  auto* v = new std::vector<uint16_t>(n);
+  nb::capsule owner(v, [](void* p) noexcept { delete static_cast<std::vector<uint16_t>*>(p); });
+  *storage = v;
+  return BitsOut(v->data(), {n}, owner);
+}
+
+}  // namespace
+
+void register_twin(nb::module_& m) {
+  m.def("codec_names", [] {
+    std::vector<std::string> names;
+    for (const auto& c : qr::kCodecs) names.emplace_back(c.name);
+    return names;
+  }, "Codec names in profile order (1..6).");
+  m.def("codec_info", [](const std::string& name) {
+    auto id = parse_codec(name);
+    for (const auto& c : qr::kCodecs)
+      if (c.id == id) {
+        nb::dict d;
+        d["name"] = c.name;
+        d["profile"] = c.profile;
+        d["id"] = int(c.id);
+        d["bits_per_value"] = c.bits_per_value;
+        d["ratio"] = c.bits_per_value / 16.0f;
+        return d;
+      }
+    throw std::invalid_argument("unknown codec '" + name + "'");
+  }, "name"_a);
+  m.def("codec_id", [](const std::string& name) { return int(parse_codec(name)); }, "name"_a);
+
+  m.def("twin_round_trip", [](Bits x, const std::string& dtype, const std::string& codec) {
+    std::vector<uint16_t>* out;
+    auto arr = new_array(x.shape(0), &out);
+    qr::twin_round_trip(x.data(), out->data(), x.shape(0), parse_dtype(dtype), parse_codec(codec));
+    return arr;
+  }, "x"_a, "dtype"_a, "codec"_a, "One quantize/dequantize round trip, blockwise: to_T(D(Q(x))).");
+
+  m.def("twin_all_reduce", [](const std::vector<Bits>& inputs, const std::string& dtype, const std::string& codec) {
+    if (inputs.size() < 1) throw std::invalid_argument("need at least one input");
+    size_t n = inputs[0].shape(0);
+    std::vector<const uint16_t*> ptrs;
+    for (auto& x : inputs) {
+      if (x.shape(0) != n) throw std::invalid_argument("all inputs must have the same length");
+      ptrs.push_back(x.data());
+    }
+    std::vector<uint16_t>* out;
+    auto arr = new_array(n, &out);
+    qr::twin_all_reduce(ptrs.data(), int(ptrs.size()), out->data(), n, parse_dtype(dtype), parse_codec(codec));
+    return arr;
+  }, "inputs"_a, "dtype"_a, "codec"_a, "Emulated all-reduce of docs/codec-spec.md over len(inputs) ranks.");
+}

@@ -1,0 +1,81 @@
+// Minifloat codecs: fp8 e4m3 and fp4 e2m1, each value scaled so the block's absmax lands on the
+// format's largest magnitude (448 and 6). The scale is a 16-bit float (not E8M0): the MI355 work
+// measured a real-valued scale more accurate, and the format max is reached exactly.
+#pragma once
+#include "core/block.hpp"
+
+namespace qr {
+
+struct Fp8Codec {
+  static constexpr bool kScaled = true;
+  static constexpr float kDivisor = kE4m3Max;
+  using PlaneA = uint2;  // 8 x e4m3
+  struct Packed { PlaneA a; };
+  static constexpr int kPlaneABytes = sizeof(PlaneA);
+  static constexpr int kPlaneBBytes = 0;
+
+  template <DType D>
+  QR_HD static Packed encode(const float v[kLaneValues], float inv) {
+    uint32_t w[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#if QR_DEVICE_COMPILE
+      // cvt.rn.satfinite.e4m3x2.f32: two values per instruction; low byte = first value.
+      __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * j] * inv, v[4 * j + 1] * inv), __NV_SATFINITE, __NV_E4M3);
+      __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * j + 2] * inv, v[4 * j + 3] * inv), __NV_SATFINITE, __NV_E4M3);
+      w[j] = uint32_t(lo) | (uint32_t(hi) << 16);
+#else
+      w[j] = 0;
+      for (int i = 0; i < 4; ++i) w[j] |= uint32_t(float_to_e4m3(v[4 * j + i] * inv)) << (8 * i);
+#endif
+    }
+    return Packed{make_uint2_hd(w[0], w[1])};
+  }
+  template <DType D>
+  QR_HD static void decode(const Packed& p, float s, float v[kLaneValues]) {
+    const uint32_t w[2] = {p.a.x, p.a.y};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint16_t pair = uint16_t(w[j / 2] >> (16 * (j % 2)));
+#if QR_DEVICE_COMPILE
+      float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
+#else
+      float2 f = {e4m3_to_float(uint8_t(pair)), e4m3_to_float(uint8_t(pair >> 8))};
+#endif
+      v[2 * j] = f.x * s;
+      v[2 * j + 1] = f.y * s;
+    }
+  }
+
+ private:
+  QR_HD static uint2 make_uint2_hd(uint32_t x, uint32_t y) {
+    uint2 r;
+    r.x = x;
+    r.y = y;
+    return r;
+  }
+};
+
+struct Fp4Codec {
+  static constexpr bool kScaled = true;
+  static constexpr float kDivisor = 6.0f;
+  using PlaneA = uint32_t;  // 8 x e2m1
+  struct Packed { PlaneA a; };
+  static constexpr int kPlaneABytes = sizeof(PlaneA);
+  static constexpr int kPlaneBBytes = 0;
+
+  template <DType D>
+  QR_HD static Packed encode(const float v[kLaneValues], float inv) {
+    Packed p{0};
+#pragma unroll
+    for (int i = 0; i < kLaneValues; ++i) p.a |= float_to_e2m1(v[i] * inv) << (4 * i);
+    return p;
+  }
+  template <DType D>
+  QR_HD static void decode(const Packed& p, float s, float v[kLaneValues]) {
+#pragma unroll
+    for (int i = 0; i < kLaneValues; ++i) v[i] = e2m1_to_float((p.a >> (4 * i)) & 0xfu) * s;
+  }
+};
+
+}  // namespace qr

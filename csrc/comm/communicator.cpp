@@ -1,0 +1,159 @@
+#include "comm/communicator.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "algos/launch.hpp"
+#include "comm/status.hpp"
+#include "sync/ipc.hpp"
+
+namespace qr {
+namespace {
+
+// Restores the caller's current device when it leaves scope.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    QR_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) QR_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+
+ private:
+  int previous_ = 0;
+};
+
+// CTA size for the two-shot: the largest whose tiles still give every SM work (measured choice
+// lives in the tuning table; this is the default when the caller passes 0).
+int default_two_shot_threads(size_t numel, int world_size) {
+  for (int threads = kTwoShotMaxThreads; threads > kTwoShotMinThreads; threads /= 2) {
+    size_t tiles = numel / (size_t(threads) * kLaneValues * world_size);
+    if (tiles >= 264) return threads;
+  }
+  return kTwoShotMinThreads;
+}
+
+}  // namespace
+
+Communicator::Communicator(int rank, int world_size, int device, size_t max_bytes, double timeout_s)
+    : rank_(rank), world_size_(world_size), device_(device), max_bytes_(max_bytes) {
+  if (world_size < 2 || world_size > kMaxWorldSize)
+    throw std::invalid_argument("world size " + std::to_string(world_size) + " is not supported (2.." +
+                                std::to_string(kMaxWorldSize) + ")");
+  if (rank < 0 || rank >= world_size)
+    throw std::invalid_argument("rank " + std::to_string(rank) + " is outside 0.." + std::to_string(world_size - 1));
+  if (max_bytes == 0 || max_bytes % 16 != 0)
+    throw std::invalid_argument("max_size must be a positive multiple of 16 bytes");
+  if (!(timeout_s > 0)) throw std::invalid_argument("timeout must be positive");
+  timeout_ns_ = uint64_t(timeout_s * 1e9);
+  layout_ = WorkspaceLayout::make(world_size, max_bytes);
+  DeviceGuard guard(device);
+  QR_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&workspace_), layout_.total));
+  // Flags and packets must start at 0: epochs never take that value.
+  QR_CUDA_CHECK(cudaMemset(workspace_, 0, layout_.ll + 2 * size_t(world_size) * layout_.ll_packets * 16));
+  QR_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&record_host_), sizeof(ErrorRecord), cudaHostAllocMapped));
+  std::memset(record_host_, 0, sizeof(ErrorRecord));
+  QR_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&record_device_), record_host_, 0));
+  QR_CUDA_CHECK(cudaDeviceSynchronize());
+  peer_maps_.assign(world_size, nullptr);
+}
+
+Communicator::~Communicator() {
+  try {
+    close();
+  } catch (...) {
+  }
+}
+
+std::string Communicator::ipc_handle() const {
+  if (closed_) throw Error("communicator is closed");
+  DeviceGuard guard(device_);
+  return export_ipc_handle(workspace_);
+}
+
+void Communicator::open_peers(const std::vector<std::string>& handles) {
+  if (closed_) throw Error("communicator is closed");
+  if (peers_open_) throw Error("peer handles are already set");
+  if (int(handles.size()) != world_size_)
+    throw std::invalid_argument("expected " + std::to_string(world_size_) + " handles (one per rank), got " +
+                                std::to_string(handles.size()));
+  DeviceGuard guard(device_);
+  for (int r = 0; r < world_size_; ++r) {
+    if (r == rank_) continue;
+    try {
+      peer_maps_[r] = static_cast<uint8_t*>(open_ipc_handle(handles[r]));
+    } catch (const std::exception& e) {
+      for (auto& p : peer_maps_) close_ipc_handle(p), p = nullptr;
+      throw CudaError("cannot map the workspace of rank " + std::to_string(r) + ": " + e.what() +
+                      " (are all ranks on this node, with NVLink/P2P between their GPUs?)");
+    }
+  }
+  peers_open_ = true;
+}
+
+void Communicator::require_usable() const {
+  if (closed_) throw Error("communicator is closed");
+  if (!peers_open_) throw Error("peer handles are not set: call open_peers/set_comm_handles first");
+  if (broken_) throw PeerTimeoutError("communicator is broken by an earlier peer timeout; create a new one");
+}
+
+void Communicator::check() {
+  if (!record_host_) return;
+  volatile ErrorRecord* r = record_host_;
+  if (r->code == uint32_t(ErrorCode::kOk)) return;
+  broken_ = true;
+  const char* phase = r->phase == 0 ? "one-shot packets" : r->phase == 1 ? "reduce-scatter" : "all-gather";
+  throw PeerTimeoutError("rank " + std::to_string(r->rank) + " timed out waiting for rank " + std::to_string(r->peer) +
+                         " (" + phase + ", call epoch " + std::to_string(r->expected) + ", flag seen " +
+                         std::to_string(r->seen) + ", block " + std::to_string(r->block) +
+                         "): the peer did not make the same call in time");
+}
+
+void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType dtype, CodecId codec, Algo algo,
+                              uintptr_t stream, int threads, int blocks) {
+  require_usable();
+  check();
+  if (numel == 0) return;
+  if (numel * 2 > max_bytes_)
+    throw std::invalid_argument("message of " + std::to_string(numel * 2) + " bytes exceeds max_size " +
+                                std::to_string(max_bytes_));
+  if (in % 16 || out % 16) throw std::invalid_argument("input and output must be 16-byte aligned");
+  AllReduceArgs args{};
+  args.in = reinterpret_cast<const void*>(in);
+  args.out = reinterpret_cast<void*>(out);
+  args.numel = numel;
+  args.rank = rank_;
+  args.world_size = world_size_;
+  for (int r = 0; r < world_size_; ++r) args.workspaces[r] = r == rank_ ? workspace_ : peer_maps_[r];
+  args.layout = layout_;
+  args.record = record_device_;
+  args.timeout_ns = timeout_ns_;
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  DeviceGuard guard(device_);
+  if (algo == Algo::kOneShot) {
+    if (codec != CodecId::kPassthrough) throw std::invalid_argument("the one-shot algorithm is passthrough only");
+    if (numel * 2 > one_shot_max_bytes())
+      throw std::invalid_argument("message of " + std::to_string(numel * 2) + " bytes exceeds the one-shot limit " +
+                                  std::to_string(one_shot_max_bytes()));
+    QR_CUDA_CHECK(launch_one_shot(args, dtype, s));
+  } else {
+    if (threads == 0) threads = default_two_shot_threads(numel, world_size_);
+    if (threads < kTwoShotMinThreads || threads > kTwoShotMaxThreads || threads % 32)
+      throw std::invalid_argument("two-shot threads must be a multiple of 32 in [128, 512]");
+    args.threads = threads;
+    args.blocks = blocks;
+    QR_CUDA_CHECK(launch_two_shot(args, dtype, codec, s));
+  }
+}
+
+void Communicator::close() {
+  if (closed_) return;
+  closed_ = true;
+  DeviceGuard guard(device_);
+  cudaDeviceSynchronize();  // no kernel of ours may still touch the mappings
+  for (auto& p : peer_maps_) close_ipc_handle(p), p = nullptr;
+  if (workspace_) cudaFree(workspace_), workspace_ = nullptr;
+  if (record_host_) cudaFreeHost(record_host_), record_host_ = record_device_ = nullptr;
+}
+
+}  // namespace qr

@@ -1,0 +1,64 @@
+// Communicator: one rank's workspace, its peers' mappings, and the all-reduce entry point.
+//
+// Contract (NCCL-like):
+//  - Every rank of the group creates one with the same world size and max_bytes, exchanges
+//    ipc_handle() bytes out of band, then calls open_peers(all handles, in rank order).
+//  - all_reduce() enqueues a sum on `stream` (the caller's) and returns at once; it is CUDA-graph
+//    capturable (no host state changes per call: epochs live on the device).
+//  - Every rank must make the same sequence of calls (same numel, dtype, codec, algorithm).
+//  - Calls on one communicator must not run concurrently on different streams.
+//  - A peer that never arrives makes the kernel give up after timeout_s; check() then throws
+//    PeerTimeoutError and every later all_reduce() throws at once.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algos/args.hpp"
+#include "codecs/codec_list.hpp"
+
+namespace qr {
+
+enum class Algo : int { kOneShot = 0, kTwoShot = 1 };
+
+class Communicator {
+ public:
+  Communicator(int rank, int world_size, int device, size_t max_bytes, double timeout_s);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  std::string ipc_handle() const;
+  void open_peers(const std::vector<std::string>& handles);
+  // in/out: device pointers, 16-byte aligned; out may equal in. threads = 0 picks the CTA size.
+  void all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType dtype, CodecId codec, Algo algo,
+                  uintptr_t stream, int threads = 0, int blocks = 0);
+  // Throws PeerTimeoutError if a kernel recorded a timeout.
+  void check();
+  void close();
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  int device() const { return device_; }
+  size_t max_bytes() const { return max_bytes_; }
+  size_t workspace_bytes() const { return layout_.total; }
+  size_t one_shot_max_bytes() const { return layout_.ll_packets * 8; }
+  bool is_open() const { return peers_open_ && !closed_; }
+  bool is_broken() const { return broken_; }
+
+ private:
+  void require_usable() const;
+  int rank_, world_size_, device_;
+  size_t max_bytes_;
+  uint64_t timeout_ns_;
+  WorkspaceLayout layout_;
+  uint8_t* workspace_ = nullptr;
+  ErrorRecord* record_host_ = nullptr;
+  ErrorRecord* record_device_ = nullptr;
+  std::vector<uint8_t*> peer_maps_;  // mapped peer workspaces (nullptr at own rank)
+  bool peers_open_ = false, closed_ = false, broken_ = false;
+};
+
+}  // namespace qr

@@ -1,0 +1,48 @@
+// Block-scale arithmetic shared by every scaled codec (docs/codec-spec.md).
+// A block is 32 values; a thread owns 8 of them (one "lane group"), so 4 threads share a scale.
+#pragma once
+#include <cfloat>
+#include <cstdint>
+
+#include "core/numerics.hpp"
+
+namespace qr {
+
+constexpr int kBlockValues = 32;  // values sharing one 16-bit scale
+constexpr int kLaneValues = 8;    // values one thread encodes: 16 bytes of fp16/bf16
+constexpr int kLanesPerBlock = kBlockValues / kLaneValues;
+
+// |v| as ordered bits: NaN > +inf > finite, so a max over them carries a NaN through.
+QR_HD uint32_t abs_bits(float v) { return float_bits(v) & 0x7fffffffu; }
+
+QR_HD uint32_t lane_absmax_bits(const float v[kLaneValues]) {
+  uint32_t m = 0;
+#pragma unroll
+  for (int i = 0; i < kLaneValues; ++i) m = abs_bits(v[i]) > m ? abs_bits(v[i]) : m;
+  return m;
+}
+
+// The stored scale (in the tensor's own dtype, so bf16 data never overflows it) from the
+// block's absmax; a block with a NaN/Inf gets a NaN scale, which decodes the whole block to NaN.
+template <DType D>
+QR_HD uint16_t block_scale(uint32_t absmax_bits, float divisor) {
+  float absmax = bits_float(absmax_bits);
+  if (!is_finite(absmax)) return kHalfNaN;  // same bits for fp16 and bf16
+  return from_float<D>(absmax / divisor);
+}
+
+// 1/scale, or 0 where the scale is zero or NaN (then every value encodes to a fixed code and the
+// decode, code * scale, is 0 or NaN as the block requires).
+QR_HD float inverse_scale(float scale) { return (scale > 0.0f && scale <= FLT_MAX) ? 1.0f / scale : 0.0f; }
+
+QR_HD float round_half_even(float x) {
+#if QR_DEVICE_COMPILE
+  return rintf(x);
+#else
+  return std::nearbyint(x);
+#endif
+}
+
+QR_HD float clampf(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }
+
+}  // namespace qr

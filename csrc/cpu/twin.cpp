@@ -1,0 +1,68 @@
+#include "cpu/twin.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "codecs/dispatch.hpp"
+
+namespace qr {
+namespace {
+
+// Quantize and dequantize one block of 32 fp32 values in place, exactly as the kernels do it
+// (the kernels split it: encode on the sender, decode on the receiver).
+template <class Codec, DType D>
+void round_trip_block(float v[kBlockValues]) {
+  float scale = 1.0f, inv = 1.0f;
+  if constexpr (Codec::kScaled) {
+    uint32_t absmax = 0;
+    for (int l = 0; l < kLanesPerBlock; ++l) absmax = std::max(absmax, lane_absmax_bits(v + l * kLaneValues));
+    scale = to_float<D>(block_scale<D>(absmax, Codec::kDivisor));
+    inv = inverse_scale(scale);
+  }
+  for (int l = 0; l < kLanesPerBlock; ++l) {
+    auto packed = Codec::template encode<D>(v + l * kLaneValues, inv);
+    Codec::template decode<D>(packed, scale, v + l * kLaneValues);
+  }
+}
+
+// Visit x in blocks of 32 (the tail zero-padded), calling fn(block, count).
+template <class Fn>
+void for_each_block(size_t n, Fn&& fn) {
+  for (size_t base = 0; base < n; base += kBlockValues) fn(base, std::min<size_t>(kBlockValues, n - base));
+}
+
+}  // namespace
+
+void twin_round_trip(const uint16_t* x, uint16_t* out, size_t n, DType dtype, CodecId codec) {
+  dispatch_codec(codec, dtype, [&](auto codec_t, auto d) {
+    using Codec = decltype(codec_t);
+    constexpr DType D = decltype(d)::value;
+    for_each_block(n, [&](size_t base, size_t count) {
+      float v[kBlockValues] = {};
+      for (size_t i = 0; i < count; ++i) v[i] = to_float<D>(x[base + i]);
+      round_trip_block<Codec, D>(v);
+      for (size_t i = 0; i < count; ++i) out[base + i] = from_float<D>(v[i]);
+    });
+  });
+}
+
+void twin_all_reduce(const uint16_t* const* inputs, int world_size, uint16_t* out, size_t n, DType dtype,
+                     CodecId codec) {
+  dispatch_codec(codec, dtype, [&](auto codec_t, auto d) {
+    using Codec = decltype(codec_t);
+    constexpr DType D = decltype(d)::value;
+    for_each_block(n, [&](size_t base, size_t count) {
+      float acc[kBlockValues] = {};
+      for (int r = 0; r < world_size; ++r) {  // first shot, fixed rank order
+        float v[kBlockValues] = {};
+        for (size_t i = 0; i < count; ++i) v[i] = to_float<D>(inputs[r][base + i]);
+        round_trip_block<Codec, D>(v);
+        for (int i = 0; i < kBlockValues; ++i) acc[i] += v[i];
+      }
+      round_trip_block<Codec, D>(acc);  // second shot
+      for (size_t i = 0; i < count; ++i) out[base + i] = from_float<D>(acc[i]);
+    });
+  });
+}
+
+}  // namespace qr

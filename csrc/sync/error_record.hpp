@@ -1,0 +1,21 @@
+// What a kernel leaves for the host when a wait gives up: host-mapped, written once (the first
+// thread to time out wins the device-side abort word), read by Communicator::check().
+#pragma once
+#include <cstdint>
+
+namespace qr {
+
+enum class ErrorCode : uint32_t { kOk = 0, kTimeout = 1 };
+
+struct ErrorRecord {
+  uint32_t code;      // ErrorCode
+  int32_t rank;       // rank that gave up waiting
+  int32_t peer;       // rank it was waiting for
+  uint32_t block;     // CTA index
+  uint32_t expected;  // flag value awaited (the call's epoch)
+  uint32_t seen;      // flag value last read
+  uint32_t phase;     // 0 one-shot packets, 1 reduce-scatter, 2 all-gather
+  uint32_t pad;
+};
+
+}  // namespace qr

@@ -1,0 +1,86 @@
+// Memory-ordering primitives and the one bounded spin loop of the code base.
+// Rule: write to peers, spin on local memory (a remote poll would cross NVLink every iteration).
+#pragma once
+#include <cstdint>
+
+#include "sync/error_record.hpp"
+
+namespace qr {
+
+__device__ __forceinline__ void st_release_sys(uint32_t* addr, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t* addr) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(addr) : "memory");
+  return v;
+}
+// 16-byte packet store/load: each 8-byte half is single-copy atomic, which the LL packets need.
+__device__ __forceinline__ void st_volatile_v4(uint4* addr, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ uint4 ld_volatile_v4(const uint4* addr) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(addr)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Where a timed-out wait reports, and the deadline it obeys.
+struct WaitContext {
+  uint32_t* abort;      // device word in this rank's control block
+  ErrorRecord* record;  // host-mapped
+  uint64_t timeout_ns;
+  int rank;
+};
+
+// Called once by the first waiter to give up; later ones only see abort set.
+__device__ __forceinline__ void report_timeout(const WaitContext& w, int peer, uint32_t expected, uint32_t seen,
+                                               uint32_t phase) {
+  if (atomicCAS(w.abort, 0u, 1u) == 0u) {
+    volatile ErrorRecord* r = w.record;
+    r->rank = w.rank;
+    r->peer = peer;
+    r->block = blockIdx.x;
+    r->expected = expected;
+    r->seen = seen;
+    r->phase = phase;
+    __threadfence_system();
+    r->code = uint32_t(ErrorCode::kTimeout);
+    __threadfence_system();
+  }
+}
+
+// Spin until ready(value) holds for value = load(), or the deadline passes, or another wait on
+// this rank already gave up. Returns false on failure (after reporting it).
+template <class V, class Load, class Ready>
+__device__ __forceinline__ bool spin_until(const WaitContext& w, Load load, Ready ready, V& v, int peer,
+                                           uint32_t expected, uint32_t phase) {
+  v = load();
+  if (ready(v)) return true;
+  uint64_t start = global_timer_ns();
+  for (uint32_t i = 1;; ++i) {
+    v = load();
+    if (ready(v)) return true;
+    if ((i & 63u) == 0u) {
+      if (*reinterpret_cast<volatile uint32_t*>(w.abort)) return false;
+      if (global_timer_ns() - start > w.timeout_ns) {
+        uint32_t seen;
+        if constexpr (sizeof(V) == 4) seen = uint32_t(v);
+        else seen = v.y;  // a packet's epoch word
+        report_timeout(w, peer, expected, seen, phase);
+        return false;
+      }
+    }
+  }
+}
+
+}  // namespace qr

@@ -1,0 +1,63 @@
+// Byte layout of one rank's shared workspace (one cudaMalloc, exported by CUDA IPC).
+// The same function sizes and carves it, so the two can never disagree.
+//
+//   [control]   epochs and counters this rank alone touches
+//   [rs_flags]  [tile][src] u32: peers signal "my slice of tile t is in your rs_data"
+//   [ag_flags]  [tile][src] u32: owners signal "reduced slice of tile t is in your ag_data"
+//   [ll]        [parity][src][packet] 16-byte packets of the one-shot (data + epoch together)
+//   [rs_data]   [tile][src] encoded slices sent to this rank, the slice's owner
+//   [ag_data]   [tile][src] encoded reduced slices broadcast by their owners
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace qr {
+
+constexpr int kMaxWorldSize = 8;
+constexpr int kOneShotBlocks = 132;     // fixed grid: packet -> CTA mapping must not change between calls
+constexpr int kOneShotThreads = 512;
+constexpr size_t kOneShotMaxBytes = size_t(4) << 20;  // largest message the one-shot accepts
+constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
+constexpr int kTwoShotMaxThreads = 512;
+
+struct ControlBlock {
+  uint32_t two_shot_epoch;  // advanced by the last CTA of each two-shot call
+  uint32_t two_shot_done;   // CTAs finished in the current two-shot call
+  uint32_t abort;           // set by the first wait that times out; later calls return at once
+  uint32_t pad;
+  uint32_t one_shot_epoch[kOneShotBlocks];  // per CTA, advanced by that CTA
+};
+
+// Epochs cycle through 1..kEpochPeriod: never 0 (fresh memory), and with an even period the
+// parity alternates even across the wrap, which the one-shot's double buffer relies on.
+constexpr uint32_t kEpochPeriod = 1u << 30;
+
+inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+struct WorkspaceLayout {
+  size_t control, rs_flags, ag_flags, ll, rs_data, ag_data, total;
+  size_t max_tiles, ll_packets;
+
+  static WorkspaceLayout make(int world_size, size_t max_bytes) {
+    WorkspaceLayout w{};
+    size_t max_values = max_bytes / 2;
+    size_t min_tile_values = size_t(world_size) * kTwoShotMinThreads * 8;
+    w.max_tiles = (max_values + min_tile_values - 1) / min_tile_values;
+    size_t one_shot_bytes = max_bytes < kOneShotMaxBytes ? max_bytes : kOneShotMaxBytes;
+    w.ll_packets = align_up(one_shot_bytes, 8) / 8;  // 8 payload bytes per packet
+    size_t off = 0;
+    auto take = [&](size_t bytes) { size_t at = off; off = align_up(off + bytes, 256); return at; };
+    w.control = take(sizeof(ControlBlock));
+    w.rs_flags = take(w.max_tiles * world_size * 4);
+    w.ag_flags = take(w.max_tiles * world_size * 4);
+    w.ll = take(2 * size_t(world_size) * w.ll_packets * 16);
+    // Data slots: at most the message itself plus one partly filled tile of the largest CTA.
+    size_t slack = size_t(world_size) * kTwoShotMaxThreads * 8 * 2;
+    w.rs_data = take(max_bytes + slack);
+    w.ag_data = take(max_bytes + slack);
+    w.total = off;
+    return w;
+  }
+};
+
+}  // namespace qr

@@ -1,0 +1,218 @@
+"""The Python communicator: eligibility checks, handle exchange, argument checks, dispatch.
+
+Equivalent torch call (for passthrough codecs): ``torch.distributed.all_reduce(x, group=group)``,
+but out of place by default, and bitwise identical on every rank.
+"""
+from __future__ import annotations
+
+import socket
+from typing import Optional, Sequence
+
+import torch
+
+from . import _C, codecs, config
+
+QuickReduceError = _C.QuickReduceError
+PeerTimeoutError = _C.PeerTimeoutError
+CudaError = _C.CudaError
+
+_DTYPE_IDS = {torch.float16: _C.DTYPE_FLOAT16, torch.bfloat16: _C.DTYPE_BFLOAT16}
+_ALGO_IDS = {"one_shot": _C.ALGO_ONE_SHOT, "two_shot": _C.ALGO_TWO_SHOT}
+ALGOS = ("auto", "one_shot", "two_shot", "nccl")
+SUPPORTED_WORLD_SIZES = tuple(range(2, _C.MAX_WORLD_SIZE + 1))
+
+
+class Communicator:
+    """All-reduce over the GPUs of one node through peer memory (CUDA IPC over NVLink).
+
+    Args:
+        group: a ``torch.distributed`` process group (default: WORLD); its backend only carries the
+            one-time handle exchange (and the ``nccl`` fallback of ``codec="auto"``).
+        max_size: largest message in bytes (default ``QUICKREDUCE_MAX_SIZE_MB``, 128 MiB). Each GPU
+            allocates about ``2 * max_size`` of workspace, plus ``2 * world_size * 2 * min(max_size, 4 MiB)``
+            for the one-shot packets (``quickreduce._C.workspace_bytes(world_size, max_size)`` gives it exactly).
+        rank, world_size: instead of a group, build a communicator whose handles are exchanged by the
+            caller (``ipc_handle()`` / ``set_handles()``), for Ray and other launchers.
+
+    The device is ``torch.cuda.current_device()`` at construction.
+    """
+
+    def __init__(self, group=None, max_size: Optional[int] = None, *, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, timeout_s: Optional[float] = None):
+        if not torch.cuda.is_available():
+            raise RuntimeError("quickreduce needs CUDA GPUs; torch.cuda.is_available() is False")
+        self.group = None
+        if rank is None and world_size is None:
+            import torch.distributed as dist
+            if not dist.is_initialized():
+                raise RuntimeError("torch.distributed is not initialized: call init_process_group first, "
+                                   "or pass rank= and world_size= and exchange handles yourself")
+            self.group = group if group is not None else dist.group.WORLD
+            rank, world_size = dist.get_rank(self.group), dist.get_world_size(self.group)
+        elif rank is None or world_size is None:
+            raise ValueError("pass both rank and world_size (or neither, to use a process group)")
+        if world_size not in SUPPORTED_WORLD_SIZES:
+            raise ValueError(f"world size {world_size} is not supported: quickreduce runs on "
+                             f"{SUPPORTED_WORLD_SIZES[0]}..{SUPPORTED_WORLD_SIZES[-1]} GPUs of one node")
+        self.rank, self.world_size = rank, world_size
+        self.device = torch.cuda.current_device()
+        self.max_size = int(max_size) if max_size is not None else config.max_size_bytes()
+        if self.max_size <= 0:
+            raise ValueError(f"max_size must be positive, got {max_size}")
+        self.max_size = (self.max_size + 15) // 16 * 16
+        self.default_codec = config.default_codec()
+        self._table = None
+        self._c = _C.Communicator(rank, world_size, self.device, self.max_size,
+                                  timeout_s if timeout_s is not None else config.timeout_s())
+        if self.group is not None:
+            self._exchange_through_group()
+
+    # ---- handles ----
+    def ipc_handle(self) -> bytes:
+        """This rank's workspace handle (64 bytes), to give every peer."""
+        return self._c.ipc_handle()
+
+    def set_handles(self, handles: Sequence[bytes]) -> None:
+        """Map every peer's workspace; ``handles[r]`` is rank r's ``ipc_handle()``."""
+        self._c.open_peers(list(handles))
+
+    def _exchange_through_group(self) -> None:
+        import torch.distributed as dist
+        mine = {"host": socket.gethostname(), "handle": self._c.ipc_handle(), "device": self.device,
+                "uuid": str(torch.cuda.get_device_properties(self.device).uuid)}
+        everyone: list = [None] * self.world_size
+        dist.all_gather_object(everyone, mine, group=self.group)
+        hosts = {e["host"] for e in everyone}
+        if len(hosts) != 1:
+            raise QuickReduceError(f"all ranks must be on one node (peer memory); found hosts {sorted(hosts)}")
+        uuids = [e["uuid"] for e in everyone]
+        if len(set(uuids)) != len(uuids):
+            raise QuickReduceError("two ranks share one GPU; quickreduce needs one GPU per rank")
+        self.set_handles([e["handle"] for e in everyone])
+        dist.barrier(group=self.group)
+
+    # ---- the collective ----
+    def all_reduce(self, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec: Optional[str] = None,
+                   algo: str = "auto") -> torch.Tensor:
+        """Sum ``x`` over all ranks; returns ``out`` (a new tensor when not given; ``out=x`` is in place).
+
+        Args:
+            x: contiguous CUDA tensor, ``torch.float16`` or ``torch.bfloat16``, on this communicator's
+                device, 16-byte aligned, at most ``max_size`` bytes; any shape.
+            out: optional tensor of the same shape/dtype/device (may be ``x``).
+            codec: ``"fp16"``/``"bf16"`` (lossless), ``"fp8"``, ``"int8"``, ``"int6"``, ``"int4"``, ``"fp4"``,
+                ``"auto"`` (fastest lossless method for this size), or ``"auto:<codec>"`` (fastest method
+                whose error is at most that codec's). Default: ``QUICKREDUCE_QUANTIZATION``.
+            algo: ``"auto"``, ``"one_shot"`` (lossless only), ``"two_shot"`` or ``"nccl"`` (through the group).
+
+        Every rank must make the same call. Runs on the current CUDA stream; capturable in CUDA graphs.
+        """
+        self._check_tensor(x, "x")
+        if out is None:
+            out = torch.empty_like(x)
+        elif out is not x:
+            self._check_tensor(out, "out")
+            if out.shape != x.shape or out.dtype != x.dtype:
+                raise ValueError(f"out has shape {tuple(out.shape)} and dtype {out.dtype}; expected "
+                                 f"{tuple(x.shape)} and {x.dtype}")
+        nbytes = x.numel() * x.element_size()
+        if nbytes > self.max_size:
+            raise ValueError(f"message of {nbytes} bytes exceeds this communicator's max_size of {self.max_size} "
+                             f"bytes (set max_size= or QUICKREDUCE_MAX_SIZE_MB)")
+        if x.numel() == 0:
+            return out
+        algo, codec_name = self._plan(nbytes, x.dtype, codec if codec is not None else self.default_codec, algo)
+        if algo == "nccl":
+            return self._nccl(x, out)
+        self._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), _DTYPE_IDS[x.dtype], codecs.codec_id(codec_name),
+                           _ALGO_IDS[algo], torch.cuda.current_stream(self.device).cuda_stream)
+        return out
+
+    def _plan(self, nbytes: int, dtype: torch.dtype, codec: str, algo: str) -> tuple[str, str]:
+        if algo not in ALGOS:
+            raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
+        if not isinstance(codec, str):
+            raise TypeError(f"codec must be a string, got {type(codec).__name__}")
+        lowered = codec.lower()
+        if lowered == "auto" or lowered.startswith("auto:"):
+            bound = None if lowered == "auto" else codecs.canonical(lowered.split(":", 1)[1])
+            chosen_algo, chosen_codec = self._choose(nbytes, dtype, bound)
+            if algo != "auto" and algo != chosen_algo:
+                chosen_algo = algo
+            return chosen_algo, chosen_codec
+        name = codecs.canonical(lowered)
+        if algo == "auto":
+            algo = self._choose(nbytes, dtype, None)[0] if name == "fp16" else "two_shot"
+            if algo == "nccl" and self.group is None:
+                algo = "two_shot"
+        if algo == "one_shot":
+            if name != "fp16":
+                raise ValueError(f"the one-shot algorithm is lossless only; codec {codec!r} needs algo='two_shot'")
+            if nbytes > self._c.one_shot_max_bytes:
+                raise ValueError(f"one-shot takes at most {self._c.one_shot_max_bytes} bytes, got {nbytes}")
+        if algo == "nccl" and self.group is None:
+            raise ValueError("algo='nccl' needs a communicator built from a process group")
+        return algo, name
+
+    def _choose(self, nbytes: int, dtype: torch.dtype, bound: Optional[str]) -> tuple[str, str]:
+        from . import tuning
+        if self._table is None:
+            self._table = tuning.load_table(torch.cuda.get_device_name(self.device), self.world_size)
+        algo, codec = tuning.choose(self._table, nbytes, "bf16" if dtype == torch.bfloat16 else "fp16", bound)
+        if algo == "nccl" and self.group is None:
+            algo = "two_shot"
+        if algo == "one_shot" and nbytes > self._c.one_shot_max_bytes:
+            algo = "two_shot"
+        return algo, codecs.canonical(codec)
+
+    def _nccl(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        import torch.distributed as dist
+        if out is not x:
+            out.copy_(x)
+        dist.all_reduce(out, group=self.group)
+        return out
+
+    def _check_tensor(self, t, what: str) -> None:
+        if self._c is None:
+            raise QuickReduceError("communicator is closed")
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{what} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype not in _DTYPE_IDS:
+            raise TypeError(f"{what} has dtype {t.dtype}; quickreduce reduces torch.float16 and torch.bfloat16")
+        if not t.is_cuda:
+            raise ValueError(f"{what} is on {t.device}; it must be a CUDA tensor on cuda:{self.device}")
+        if t.device.index != self.device:
+            raise ValueError(f"{what} is on {t.device} but this communicator is on cuda:{self.device}")
+        if not t.is_contiguous():
+            raise ValueError(f"{what} is not contiguous; call .contiguous() first")
+        if t.numel() and t.data_ptr() % 16:
+            raise ValueError(f"{what} is not 16-byte aligned (data_ptr % 16 == {t.data_ptr() % 16}, e.g. a view "
+                             f"with a storage offset); pass an aligned tensor or a copy")
+
+    # ---- lifetime ----
+    def check(self) -> None:
+        """Raise PeerTimeoutError if an earlier call gave up waiting for a peer (kernels report asynchronously)."""
+        if self._c is not None:
+            self._c.check()
+
+    @property
+    def workspace_bytes(self) -> int:
+        return self._c.workspace_bytes if self._c is not None else 0
+
+    def close(self) -> None:
+        """Free the workspace and peer mappings; later calls raise. Idempotent."""
+        if self._c is not None:
+            self._c.close()
+            self._c = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,51 @@
+"""Process-wide defaults read from QUICKREDUCE_* environment variables (as vLLM's knobs work).
+
+| variable                   | default | meaning                                                   |
+|----------------------------|---------|-----------------------------------------------------------|
+| QUICKREDUCE_MAX_SIZE_MB    | 128     | largest message (MiB) a Communicator accepts by default    |
+| QUICKREDUCE_QUANTIZATION   | FP      | default codec: FP, FP8, INT8, INT6, INT4, FP4 (or a codec name, or AUTO) |
+| QUICKREDUCE_TIMEOUT_S      | 10      | how long a kernel waits for a peer before giving up        |
+| QUICKREDUCE_TUNE_FILE      | (unset) | tuning table to use instead of the cached/built-in one     |
+"""
+from __future__ import annotations
+
+import os
+
+DEFAULT_MAX_SIZE_MB = 128
+DEFAULT_TIMEOUT_S = 10.0
+
+# vLLM's QUICK_REDUCE_QUANTIZATION spellings -> our codec names.
+_QUANTIZATION_NAMES = {"FP": "fp16", "NONE": "fp16", "FP16": "fp16", "BF16": "bf16", "FP8": "fp8",
+                       "INT8": "int8", "INT6": "int6", "INT4": "int4", "FP4": "fp4", "AUTO": "auto"}
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+    if value <= 0:
+        raise ValueError(f"{name}={raw!r} must be positive")
+    return value
+
+
+def max_size_bytes() -> int:
+    mb = _env_float("QUICKREDUCE_MAX_SIZE_MB", DEFAULT_MAX_SIZE_MB)
+    return int(mb * (1 << 20)) // 16 * 16
+
+
+def timeout_s() -> float:
+    return _env_float("QUICKREDUCE_TIMEOUT_S", DEFAULT_TIMEOUT_S)
+
+
+def default_codec() -> str:
+    raw = os.environ.get("QUICKREDUCE_QUANTIZATION", "FP").strip()
+    upper = raw.upper()
+    if upper in _QUANTIZATION_NAMES:
+        return _QUANTIZATION_NAMES[upper]
+    if raw.lower().startswith("auto:"):
+        return raw.lower()
+    raise ValueError(f"QUICKREDUCE_QUANTIZATION={raw!r}: expected one of {sorted(_QUANTIZATION_NAMES)} or auto:<codec>")

@@ -1,0 +1,51 @@
+"""The seeds' module-level API, for Ray and other launchers without torch.distributed:
+
+    qr.init(world_size, rank)
+    h = qr.get_comm_handle()          # bytes, give to every rank
+    qr.set_comm_handles(all_handles)  # list in rank order
+    y = qr.allreduce(profile, x)      # 1=fp16, 2=fp8, 3=int8, 4=int6, 5=int4, 6=fp4
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from . import codecs
+from .comm import Communicator, QuickReduceError
+
+_default: Optional[Communicator] = None
+
+
+def _require() -> Communicator:
+    if _default is None:
+        raise QuickReduceError("quickreduce is not initialised: call quickreduce.init(world_size, rank) first")
+    return _default
+
+
+def init(world_size: int, rank: int, max_size: Optional[int] = None) -> None:
+    """Create this process's communicator on ``torch.cuda.current_device()``."""
+    global _default
+    if _default is not None:
+        _default.close()
+    _default = Communicator(rank=rank, world_size=world_size, max_size=max_size)
+
+
+def get_comm_handle() -> bytes:
+    return _require().ipc_handle()
+
+
+def set_comm_handles(handles: Sequence[bytes]) -> None:
+    _require().set_handles(handles)
+
+
+def allreduce(profile: int, tensor: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Sum ``tensor`` over all ranks with the codec of ``profile``; returns a new tensor (or ``out``)."""
+    return _require().all_reduce(tensor, out=out, codec=codecs.profile_to_codec(profile), algo="auto")
+
+
+def destroy() -> None:
+    global _default
+    if _default is not None:
+        _default.close()
+        _default = None

@@ -1,0 +1,74 @@
+"""Run scenario functions on N GPU processes at once and collect their per-check results.
+
+Each scenario gets (comm, rank, world_size) and returns {check_name: None | "failure message"}.
+One spawn runs every scenario, so the device pays the process/NCCL start-up once.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import traceback
+
+import torch
+import torch.multiprocessing as mp
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank, world_size, port, scenario_module, scenario_names, out_dir, env):
+    os.environ.update(env)
+    import importlib
+
+    import torch.distributed as dist
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
+                            device_id=torch.device("cuda", rank))
+    mod = importlib.import_module(scenario_module)
+    results = {}
+    for name in scenario_names:
+        try:
+            checks = getattr(mod, name)(rank, world_size)
+            for k, v in checks.items():
+                results[f"{name}/{k}"] = v
+        except Exception:
+            results[f"{name}/<crashed>"] = traceback.format_exc()
+        try:
+            dist.barrier()
+        except Exception:
+            results[f"{name}/<barrier>"] = traceback.format_exc()
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump(results, f)
+    dist.destroy_process_group()
+
+
+def run_scenarios(scenario_module: str, names: list[str], world_size: int, env: dict | None = None,
+                  timeout_s: float = 600) -> dict:
+    out_dir = tempfile.mkdtemp(prefix="qr-gpu-")
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    procs = [ctx.Process(target=_worker, args=(r, world_size, port, scenario_module, names, out_dir, env or {}))
+             for r in range(world_size)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout_s)
+    hung = [i for i, p in enumerate(procs) if p.is_alive()]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    merged: dict = {}
+    for r in range(world_size):
+        path = os.path.join(out_dir, f"rank{r}.json")
+        if not os.path.exists(path):
+            merged[f"<rank {r} wrote no results; exit code {procs[r].exitcode}; hung={r in hung}>"] = {r: "missing"}
+            continue
+        with open(path) as f:
+            for k, v in json.load(f).items():
+                merged.setdefault(k, {})[r] = v
+    return merged
