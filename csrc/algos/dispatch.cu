@@ -5,11 +5,29 @@
 #include "codecs/dispatch.hpp"
 
 namespace qr {
+namespace {
+
+// Every kernel calls griddepcontrol.wait before touching memory, so the PDL attribute is safe on
+// all of them; it only lets the launch overlap the previous kernel's tail.
+template <class Kernel>
+cudaError_t launch(Kernel kernel, int blocks, int threads, const AllReduceArgs& args, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = args.pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, args);
+}
+
+}  // namespace
 
 cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t stream) {
   return dispatch_dtype(dtype, [&](auto d) {
-    one_shot_kernel<decltype(d)::value><<<kOneShotBlocks, kOneShotThreads, 0, stream>>>(args);
-    return cudaGetLastError();
+    return launch(one_shot_kernel<decltype(d)::value>, kOneShotBlocks, kOneShotThreads, args, stream);
   });
 }
 
@@ -40,8 +58,7 @@ cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cuda
     int limit = resident_blocks(kernel, args.threads);
     if (args.blocks <= 0 || args.blocks > limit) args.blocks = limit;
     if (size_t(args.blocks) > tiles) args.blocks = int(tiles);
-    kernel<<<args.blocks, args.threads, 0, stream>>>(args);
-    return cudaGetLastError();
+    return launch(kernel, args.blocks, args.threads, args, stream);
   });
 }
 

@@ -38,8 +38,11 @@ __device__ __forceinline__ void accumulate_packet(float acc[4], uint2 v) {
 
 template <DType D>
 __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs a) {
+  grid_dependency_wait();  // with PDL: the previous kernel's writes are visible from here on
+  grid_dependents_launch();
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
-  if (*reinterpret_cast<volatile uint32_t*>(&ctrl->abort)) return;
+  // No abort check here: it would put a dependent load before the first send. A broken
+  // communicator's waits see the abort word within 64 polls and return.
   const uint32_t prev = ctrl->one_shot_epoch[blockIdx.x];
   const uint32_t epoch = prev >= kEpochPeriod ? 1u : prev + 1u;
   const int W = a.world_size, me = a.rank;

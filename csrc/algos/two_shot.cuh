@@ -1,14 +1,17 @@
 // Two-shot all-reduce with an inline codec: reduce-scatter, then all-gather, through peer memory.
 //
 // The message is cut into tiles of W slices (slice = blockDim * 8 values, one lane of 8 per
-// thread); rank r owns slice r of every tile. A CTA walks tiles t = blockIdx, blockIdx + grid, ...:
+// thread); rank r owns slice r of every tile. A CTA owns tiles t = blockIdx, blockIdx + grid, ...
+// and runs three phases over all of them, with one signal/wait per phase (flag slot = blockIdx):
 //   1. scatter: encode my values of slice d and push them into rank d's rs_data[t][me];
-//      my own slice is encoded and decoded in registers (the owner's contribution is quantized
-//      too, so the result does not depend on who owns what); signal rs_flags[t][me] on each peer.
-//   2. reduce:  wait for rs_flags[t][*], decode every contribution, sum in fp32 in rank order,
-//      encode the sum once, push it to every peer's ag_data[t][me], decode my own copy of that
-//      same payload into the output (so the owner holds exactly what everyone else gets).
-//   3. gather:  wait for ag_flags[t][*], decode each owner's payload into the output.
+//      signal rs_flags[blockIdx][me] on each peer.
+//   2. reduce:  wait for rs_flags[blockIdx][*], decode every contribution (my own slice is
+//      encoded and decoded in registers too, so the result does not depend on who owns what),
+//      sum in fp32 in rank order, encode the sum once, push it to every peer's ag_data[t][me],
+//      decode my own copy of that same payload into the output (the owner holds exactly what
+//      everyone else gets); signal ag_flags.
+//   3. gather:  wait for ag_flags[blockIdx][*], decode each owner's payload into the output.
+// The same CTA index handles the same tiles on every rank (same grid, same message).
 // Flags hold the call's epoch (one per call, advanced by the last CTA to finish); a stale flag
 // holds an older one. Single-buffered data is safe: a rank enters call k+1 only after every peer
 // broadcast its slices of call k, i.e. after the peers finished reading what call k+1 overwrites.
@@ -65,6 +68,8 @@ template <class Codec, DType D>
 __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
+  grid_dependency_wait();
+  grid_dependents_launch();
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
   __shared__ uint32_t s_epoch;
   __shared__ int s_failed;
@@ -110,10 +115,14 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
     }
   };
 
+  // Each CTA signals and waits once per phase for all of its tiles (flag slot = its first tile):
+  // a handshake per tile would put two NVLink round trips on every tile's critical path, while
+  // this way stores stream out back to back and only the phase boundaries wait.
+  const size_t flag_slot = blockIdx.x;
+  const size_t lane_offset = size_t(lane) * kLaneValues;
+  // 1. scatter every tile's slices to their owners
   for (size_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
     const size_t tile_base = t * tile_values;
-    const size_t lane_offset = size_t(lane) * kLaneValues;
-    // 1. scatter
     for (int j = 1; j < W; ++j) {
       int d = me + j < W ? me + j : me + j - W;
       float v[kLaneValues];
@@ -122,52 +131,52 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
       uint16_t scale = IO::encode(v, p);
       IO::store(slot_of(a.workspaces[d], a.layout.rs_data, t, me), sl, lane, p, scale);
     }
-    float own[kLaneValues];
-    {
-      load_lane<D>(in, tile_base + me * slice_values + lane_offset, a.numel, own);
-      Packed p;
-      uint16_t scale = IO::encode(own, p);
-      IO::decode(p, scale, own);
-    }
-    signal_peers(a.layout.rs_flags, t);
+  }
+  signal_peers(a.layout.rs_flags, flag_slot);
 
-    // 2. reduce my slice, in rank order
-    if (!wait_flags(rs_flags, t, 1)) break;
-    float acc[kLaneValues] = {};
-    for (int src = 0; src < W; ++src) {
-      float v[kLaneValues];
-      if (src == me) {
-#pragma unroll
-        for (int i = 0; i < kLaneValues; ++i) v[i] = own[i];
-      } else {
+  // 2. reduce my slices, in rank order, and broadcast the encoded sums
+  if (wait_flags(rs_flags, flag_slot, 1)) {
+    for (size_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+      const size_t tile_base = t * tile_values;
+      float acc[kLaneValues] = {};
+      for (int src = 0; src < W; ++src) {
+        float v[kLaneValues];
         Packed p;
-        uint16_t scale = IO::load(slot_of(local, a.layout.rs_data, t, src), sl, lane, p);
+        uint16_t scale;
+        if (src == me) {  // my own contribution takes the same quantize/dequantize round trip
+          load_lane<D>(in, tile_base + me * slice_values + lane_offset, a.numel, v);
+          scale = IO::encode(v, p);
+        } else {
+          scale = IO::load(slot_of(local, a.layout.rs_data, t, src), sl, lane, p);
+        }
         IO::decode(p, scale, v);
-      }
 #pragma unroll
-      for (int i = 0; i < kLaneValues; ++i) acc[i] += v[i];
-    }
-    {
+        for (int i = 0; i < kLaneValues; ++i) acc[i] += v[i];
+      }
       Packed p;
       uint16_t scale = IO::encode(acc, p);
       for (int j = 1; j < W; ++j) {
         int d = me + j < W ? me + j : me + j - W;
         IO::store(slot_of(a.workspaces[d], a.layout.ag_data, t, me), sl, lane, p, scale);
       }
-      IO::decode(p, scale, acc);
+      IO::decode(p, scale, acc);  // the owner keeps exactly what it broadcast
       store_lane<D>(out, tile_base + me * slice_values + lane_offset, a.numel, acc);
     }
-    signal_peers(a.layout.ag_flags, t);
+    signal_peers(a.layout.ag_flags, flag_slot);
 
     // 3. gather the other owners' reduced slices
-    if (!wait_flags(ag_flags, t, 2)) break;
-    for (int j = 1; j < W; ++j) {
-      int src = me + j < W ? me + j : me + j - W;
-      Packed p;
-      float v[kLaneValues];
-      uint16_t scale = IO::load(slot_of(local, a.layout.ag_data, t, src), sl, lane, p);
-      IO::decode(p, scale, v);
-      store_lane<D>(out, tile_base + src * slice_values + lane_offset, a.numel, v);
+    if (wait_flags(ag_flags, flag_slot, 2)) {
+      for (size_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+        const size_t tile_base = t * tile_values;
+        for (int j = 1; j < W; ++j) {
+          int src = me + j < W ? me + j : me + j - W;
+          Packed p;
+          float v[kLaneValues];
+          uint16_t scale = IO::load(slot_of(local, a.layout.ag_data, t, src), sl, lane, p);
+          IO::decode(p, scale, v);
+          store_lane<D>(out, tile_base + src * slice_values + lane_offset, a.numel, v);
+        }
+      }
     }
   }
 

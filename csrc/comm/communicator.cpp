@@ -110,7 +110,7 @@ void Communicator::check() {
 }
 
 void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType dtype, CodecId codec, Algo algo,
-                              uintptr_t stream, int threads, int blocks) {
+                              uintptr_t stream, int threads, int blocks, bool pdl) {
   require_usable();
   check();
   if (numel == 0) return;
@@ -128,6 +128,7 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
   args.layout = layout_;
   args.record = record_device_;
   args.timeout_ns = timeout_ns_;
+  args.pdl = pdl ? 1 : 0;
   auto s = reinterpret_cast<cudaStream_t>(stream);
   DeviceGuard guard(device_);
   if (algo == Algo::kOneShot) {

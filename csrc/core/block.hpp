@@ -31,9 +31,10 @@ QR_HD uint16_t block_scale(uint32_t absmax_bits, float divisor) {
   return from_float<D>(absmax / divisor);
 }
 
-// 1/scale, or 0 where the scale is zero or NaN (then every value encodes to a fixed code and the
-// decode, code * scale, is 0 or NaN as the block requires).
-QR_HD float inverse_scale(float scale) { return (scale > 0.0f && scale <= FLT_MAX) ? 1.0f / scale : 0.0f; }
+// 1/scale, or 0 where the scale is NaN, zero or below FLT_MIN (1/scale would overflow to inf and
+// 0 * inf = NaN would turn finite zeros into NaN). With inv = 0 every value encodes to code 0, so a
+// tiny block decodes to zeros and a NaN-scaled block to NaN.
+QR_HD float inverse_scale(float scale) { return (scale >= FLT_MIN && scale <= FLT_MAX) ? 1.0f / scale : 0.0f; }
 
 QR_HD float round_half_even(float x) {
 #if QR_DEVICE_COMPILE

@@ -34,6 +34,19 @@ __device__ __forceinline__ uint64_t global_timer_ns() {
   return t;
 }
 
+// Programmatic dependent launch (sm_90): wait until the preceding kernel's memory is visible
+// (a no-op without PDL), and let the next kernel start its launch early.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependents_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
 // Where a timed-out wait reports, and the deadline it obeys.
 struct WaitContext {
   uint32_t* abort;      // device word in this rank's control block

@@ -61,6 +61,7 @@ class Communicator:
             raise ValueError(f"max_size must be positive, got {max_size}")
         self.max_size = (self.max_size + 15) // 16 * 16
         self.default_codec = config.default_codec()
+        self.pdl = config.pdl()  # programmatic dependent launch for our kernels
         self._table = None
         self._c = _C.Communicator(rank, world_size, self.device, self.max_size,
                                   timeout_s if timeout_s is not None else config.timeout_s())
@@ -125,7 +126,7 @@ class Communicator:
         if algo == "nccl":
             return self._nccl(x, out)
         self._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), _DTYPE_IDS[x.dtype], codecs.codec_id(codec_name),
-                           _ALGO_IDS[algo], torch.cuda.current_stream(self.device).cuda_stream)
+                           _ALGO_IDS[algo], torch.cuda.current_stream(self.device).cuda_stream, pdl=self.pdl)
         return out
 
     def _plan(self, nbytes: int, dtype: torch.dtype, codec: str, algo: str) -> tuple[str, str]:

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One device call: build for sm_90 on all cores, run the GPU tests, then the benchmark.
+# Logs go under $OUT (the device tool brings them back). Usage: bash scripts/gpu_check.sh [stage...]
+# stages: build tests bench timing peers (default: build tests bench)
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/qr-out}; mkdir -p "$OUT"
+stages=${*:-build tests bench}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpus.txt"
+for stage in $stages; do
+  case $stage in
+    build)
+      QR_CUDA_ARCHS=90 CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install --no-build-isolation --no-deps -q . \
+        > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+      echo "build ok" ;;
+    tests)
+      python3 -m pytest -x -q tests/gpu -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
+    cputests)
+      python3 -m pytest -q tests/cpu -p no:cacheprovider 2>&1 | tee "$OUT/cpu_tests.log" | tail -15 ;;
+    timing)
+      python3 scripts/dev_timing.py 2>&1 | tee "$OUT/timing.log" ;;
+    peers)
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .peers/whl/*.whl
+      export PYTHONPATH=/tmp/site:$PWD/.peers/site FLASHINFER_CONFIDENTIAL_COMPUTE=1 ;;
+    bench)
+      python3 -m quickreduce.cli bench --sizes 8K:1G --dtype bf16 --csv "$OUT/bench.csv" --plot "$OUT/bench.png" 2>&1 \
+        | tee "$OUT/bench.log" ;;
+    *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+done
