@@ -1,0 +1,261 @@
+"""`quickreduce accuracy`: error of the compressed all-reduce against a float64 reference.
+
+For every data set, dtype, world size and codec it runs an all-reduce (the C++ CPU twin by
+default, real GPUs with --device cuda, the numpy oracle with --device oracle) and reports the
+relative L2 error and the max abs error against the float64 sum of the (dtype-rounded) inputs,
+beside a prediction built from single-tensor round trips of the oracle: each rank's input is
+quantized once (first shot) and the sum once more (second shot), so
+    predicted = sqrt(sum_r ||RT(x_r) - x_r||^2 + ||RT(sum) - sum||^2) / ||sum||.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import math
+import sys
+
+import numpy as np
+
+from quickreduce import oracle
+
+CODECS = ("passthrough", "fp8", "int8", "int6", "int4", "fp4")  # passthrough runs as the dtype's name
+DATASETS = ("gaussian", "student_t", "llm")
+DTYPES = ("bf16", "fp16")
+HIDDEN = 4096          # columns of the [tokens, hidden] matrix of the "llm" data set
+OUTLIER_FRAC = 0.005   # share of hidden channels that are outliers
+OUTLIER_SCALE = 100.0
+
+
+def api_codec(codec: str, dtype: str) -> str:
+    return dtype if codec == "passthrough" else codec
+
+
+# ---- data ---------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)  # every (data, dtype, rank) is reused across codecs and W
+def make_input(dataset: str, dtype: str, rank: int, numel: int, seed: int) -> np.ndarray:
+    """One rank's input as T bits: drawn in float32, rounded to T (the reference sees the
+    rounded values, so input rounding is not counted as codec error)."""
+    rng = np.random.default_rng([seed, DATASETS.index(dataset), rank])
+    if dataset == "gaussian":
+        x = rng.standard_normal(numel, dtype=np.float32)
+    elif dataset == "student_t":
+        x = rng.standard_t(3, numel).astype(np.float32)
+    elif dataset == "llm":
+        hidden = min(HIDDEN, numel)
+        tokens = -(-numel // hidden)
+        x = rng.standard_normal((tokens, hidden), dtype=np.float32)
+        # the same outlier channels on every rank, as in a real layer's activations
+        cols = np.random.default_rng([seed, 99]).choice(
+            hidden, max(1, round(OUTLIER_FRAC * hidden)), replace=False)
+        x[:, cols] *= np.float32(OUTLIER_SCALE)
+        x = x.reshape(-1)[:numel]
+    else:
+        raise ValueError(f"unknown data set {dataset!r}")
+    out = oracle.from_f32(x, dtype)
+    out.flags.writeable = False  # cached: shared by every caller
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _first_shot_err2(dataset, dtype, codec, rank, numel, seed) -> float:
+    return round_trip_err2(make_input(dataset, dtype, rank, numel, seed), dtype, codec)
+
+
+def reference(inputs, dtype) -> np.ndarray:
+    """float64 sum of the inputs' T values."""
+    return sum(oracle.to_f32(x, dtype).astype(np.float64) for x in inputs)
+
+
+def metrics(out_bits, ref, dtype) -> tuple[float, float]:
+    """(relative L2 error, max abs error) of the T output against the float64 reference."""
+    err = oracle.to_f32(out_bits, dtype).astype(np.float64) - ref
+    return float(np.linalg.norm(err) / np.linalg.norm(ref)), float(np.max(np.abs(err)))
+
+
+def round_trip_err2(x, dtype, codec) -> float:
+    """||RT(x) - x||^2 of one oracle quantize/dequantize of T bits x."""
+    d = oracle.to_f32(oracle.round_trip(x, dtype, codec), dtype).astype(np.float64)
+    return float(np.sum((d - oracle.to_f32(x, dtype)) ** 2))
+
+
+def predicted(ref, first_shot_err2, dtype, codec) -> float:
+    """Error predicted from independent round trips: each rank's input (first shot, squared
+    errors given) and the sum (second shot, including the output's to_T)."""
+    d = oracle.round_trip(oracle.from_f32(ref.astype(np.float32), dtype), dtype, codec)
+    e2 = sum(first_shot_err2) + float(np.sum((oracle.to_f32(d, dtype) - ref) ** 2))
+    return math.sqrt(e2) / float(np.linalg.norm(ref))
+
+
+# ---- backends: each returns {(dataset, dtype, codec): out bits} for one world size ------------
+
+def _run_host(fn, jobs, world, numel, seed):
+    res = {}
+    for dataset, dtype, codec in jobs:
+        xs = [make_input(dataset, dtype, r, numel, seed) for r in range(world)]
+        res[(dataset, dtype, codec)] = np.asarray(fn(xs, dtype, api_codec(codec, dtype)))
+    return res
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cuda_worker(rank, world, port, jobs, numel, seed, queue):
+    import torch
+    import torch.distributed as dist
+    import quickreduce as qr
+
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    try:
+        comm = qr.Communicator(group=None, max_size=None)
+        tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}
+        for dataset, dtype, codec in jobs:
+            x = make_input(dataset, dtype, rank, numel, seed)
+            xt = torch.from_numpy(x.view(np.int16).copy()).view(tdt[dtype]).cuda()
+            y = comm.all_reduce(xt, codec=api_codec(codec, dtype))
+            torch.cuda.synchronize()
+            if rank == 0:
+                queue.put(((dataset, dtype, codec),
+                           y.cpu().contiguous().view(torch.int16).numpy().view(np.uint16).copy()))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _run_cuda(jobs, world, numel, seed):
+    import queue as queue_mod
+
+    import torch.multiprocessing as mp
+
+    q = mp.get_context("spawn").Queue()
+    procs = mp.start_processes(_cuda_worker, args=(world, _free_port(), jobs, numel, seed, q),
+                               nprocs=world, join=False, start_method="spawn")
+    res = {}
+    while len(res) < len(jobs):  # drain before joining, or rank 0 blocks on a full pipe
+        try:
+            key, y = q.get(timeout=1.0)
+            res[key] = y
+        except queue_mod.Empty:
+            if any(p.exitcode not in (None, 0) for p in procs.processes):
+                break  # a rank failed: join() below raises its exception
+    while not procs.join():
+        pass
+    if len(res) < len(jobs):
+        raise RuntimeError(f"cuda run at world size {world} returned {len(res)}/{len(jobs)} results")
+    return res
+
+
+# ---- output -------------------------------------------------------------------------------------
+
+FIELDS = ("data", "dtype", "codec", "world_size", "numel", "rel_l2", "predicted_rel_l2", "max_abs",
+          "device")
+
+
+def _print_table(rows, title):
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print(title)
+        print(f"{'data':<10} {'dtype':<5} {'codec':<6} {'W':>2} {'rel L2':>10} {'predicted':>10} "
+              f"{'max abs':>10}")
+        for r in rows:
+            print(f"{r['data']:<10} {r['dtype']:<5} {r['codec']:<6} {r['world_size']:>2} "
+                  f"{r['rel_l2']:>10.3e} {r['predicted_rel_l2']:>10.3e} {r['max_abs']:>10.3e}")
+        return
+    t = Table(title=title)
+    for h in ("data", "dtype", "codec", "W", "rel L2", "predicted", "max abs"):
+        t.add_column(h, justify="left" if h in ("data", "dtype", "codec") else "right")
+    for r in rows:
+        t.add_row(r["data"], r["dtype"], r["codec"], str(r["world_size"]), f"{r['rel_l2']:.3e}",
+                  f"{r['predicted_rel_l2']:.3e}", f"{r['max_abs']:.3e}")
+    Console(width=max(100, Console().width)).print(t)
+
+
+def _print_markdown(rows, codecs):
+    """One line per (data, dtype, W); cells 'measured (predicted)' relative L2 error."""
+    cells = {(r["data"], r["dtype"], r["world_size"], r["codec"]): r for r in rows}
+    keys = sorted({k[:3] for k in cells}, key=lambda k: (DATASETS.index(k[0]), k[1], k[2]))
+    print("| data | dtype | W | " + " | ".join(codecs) + " |")
+    print("|---|---|---|" + "---|" * len(codecs))
+    for d, t, w in keys:
+        vals = []
+        for c in codecs:
+            r = cells.get((d, t, w, api_codec(c, t)))
+            vals.append(f"{r['rel_l2']:.2e} ({r['predicted_rel_l2']:.2e})" if r else "")
+        print(f"| {d} | {t} | {w} | " + " | ".join(vals) + " |")
+    print("\nrelative L2 error vs float64, measured (predicted from one round trip per shot)")
+
+
+def _csv_list(s, allowed=None):
+    items = [v.strip() for v in s.split(",") if v.strip()]
+    if allowed is not None:
+        bad = [v for v in items if v not in allowed]
+        if bad:
+            raise argparse.ArgumentTypeError(f"unknown {bad}; choose from {','.join(allowed)}")
+    return items
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="quickreduce accuracy", description=__doc__.split("\n")[0])
+    p.add_argument("--world-sizes", type=lambda s: [int(v) for v in _csv_list(s)], default=[2, 4, 8])
+    p.add_argument("--numel", type=int, default=1 << 20, help="elements per rank")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--codecs", type=lambda s: _csv_list(s, CODECS), default=list(CODECS))
+    p.add_argument("--dtypes", type=lambda s: _csv_list(s, DTYPES), default=list(DTYPES))
+    p.add_argument("--datasets", type=lambda s: _csv_list(s, DATASETS), default=list(DATASETS))
+    p.add_argument("--device", choices=("cpu", "cuda", "oracle"), default="cpu",
+                   help="cpu: the C++ twin; cuda: real GPUs (NCCL group); oracle: the numpy oracle")
+    p.add_argument("--csv", metavar="PATH", help="also write the rows to a CSV file")
+    p.add_argument("--markdown", action="store_true", help="print a GitHub-markdown table")
+    args = p.parse_args(argv)
+
+    if args.device == "cpu":
+        from quickreduce import _C
+        run = lambda jobs, w: _run_host(_C.twin_all_reduce, jobs, w, args.numel, args.seed)
+    elif args.device == "oracle":
+        run = lambda jobs, w: _run_host(oracle.all_reduce, jobs, w, args.numel, args.seed)
+    else:
+        import torch
+        ngpu = torch.cuda.device_count()
+        run = lambda jobs, w: _run_cuda(jobs, w, args.numel, args.seed)
+
+    jobs = [(d, t, c) for d in args.datasets for t in args.dtypes for c in args.codecs]
+    rows = []
+    for w in args.world_sizes:
+        if args.device == "cuda" and w > ngpu:
+            print(f"note: skipping world size {w}: only {ngpu} GPU(s) here", file=sys.stderr)
+            continue
+        outs = run(jobs, w)
+        for d, t, c in jobs:
+            xs = [make_input(d, t, r, args.numel, args.seed) for r in range(w)]
+            ref = reference(xs, t)
+            rel, mx = metrics(outs[(d, t, c)], ref, t)
+            pc = api_codec(c, t)
+            e1 = [_first_shot_err2(d, t, pc, r, args.numel, args.seed) for r in range(w)]
+            rows.append(dict(data=d, dtype=t, codec=pc, world_size=w, numel=args.numel,
+                             rel_l2=rel, predicted_rel_l2=predicted(ref, e1, t, pc),
+                             max_abs=mx, device=args.device))
+
+    rows.sort(key=lambda r: (DATASETS.index(r["data"]), r["dtype"], r["world_size"]))
+    _print_table(rows, f"quickreduce accuracy: device={args.device}, {args.numel} elements per rank, "
+                       f"seed {args.seed}")
+    if args.markdown:
+        _print_markdown(rows, args.codecs)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            wr = csv.DictWriter(f, fieldnames=FIELDS)
+            wr.writeheader()
+            wr.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Independent numpy oracle of docs/codec-spec.md (written from the spec, not from the C++).
+
+Values travel as raw uint16 bits of the tensor dtype T ("fp16" or "bf16"). All codec arithmetic
+is numpy float32 (never float64), so every operation is one IEEE fp32 op with RNE, as the spec
+requires. The CPU twin and the kernels must match this bit for bit (up to the sign of zeros and
+NaN payloads).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+BLOCK = 32
+PASSTHROUGH = ("fp16", "bf16")
+DIVISOR = {"int8": 127, "int6": 31, "int4": 7, "fp8": 448, "fp4": 6}
+CODECS = ("fp16", "bf16", "fp8", "int8", "int6", "int4", "fp4")
+DTYPES = ("fp16", "bf16")
+_F32_MAX = np.float32(np.finfo(np.float32).max)
+_F32_MIN = np.float32(np.finfo(np.float32).tiny)
+
+
+# ---- T <-> fp32 -------------------------------------------------------------------------------
+
+def to_f32(bits: np.ndarray, dtype: str) -> np.ndarray:
+    """float(x) of raw T bits (exact)."""
+    bits = np.asarray(bits, dtype=np.uint16)
+    if dtype == "fp16":
+        return bits.view(np.float16).astype(np.float32)
+    if dtype == "bf16":
+        return (bits.astype(np.uint32) << 16).view(np.float32)
+    raise ValueError(f"unknown dtype {dtype!r}")
+
+
+def from_f32(f: np.ndarray, dtype: str) -> np.ndarray:
+    """to_T(f): RNE fp32 -> T bits, overflow -> inf, NaN -> NaN."""
+    f = np.asarray(f, dtype=np.float32)
+    if dtype == "fp16":
+        with np.errstate(over="ignore"):  # overflow -> inf is the contract
+            return f.astype(np.float16).view(np.uint16)  # numpy's float->half: RNE from fp32 bits
+    if dtype == "bf16":
+        b = f.view(np.uint32).astype(np.uint64)
+        rounded = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
+        qnan = ((b >> 16) & 0x8000) | 0x7FC0  # keeps the sign; rounding could carry NaN into inf
+        return np.where(np.isnan(f), qnan, rounded).astype(np.uint16)
+    raise ValueError(f"unknown dtype {dtype!r}")
+
+
+def round_to(f, dtype: str) -> np.ndarray:
+    """fp32 values -> T bits -> fp32 values (helper for callers that draw data in fp32)."""
+    return to_f32(from_f32(f, dtype), dtype)
+
+
+# ---- element codecs (u = v * inv, already scaled) -----------------------------------------------
+
+def _e4m3(u: np.ndarray) -> np.ndarray:
+    """RNE to OCP e4m3fn with satfinite, as fp32 values. ml_dtypes overflows to NaN, so clip first
+    (np.clip keeps NaN as NaN; +-inf becomes +-448 as satfinite demands)."""
+    import ml_dtypes  # lazy: only fp8 needs it
+
+    c = np.clip(u, np.float32(-448), np.float32(448))
+    return c.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+
+
+def _e2m1(u: np.ndarray) -> np.ndarray:
+    """RNE to e2m1 {0,.5,1,1.5,2,3,4,6}; ties go to the even code; saturate at 6; NaN -> 0."""
+    a = np.abs(u)
+    # A tie stays down where the lower grid point has the even code (0, 1, 2, 4 are codes
+    # 0, 2, 4, 6) and goes up otherwise: hence '<=' below even codes and '<' below odd ones.
+    m = np.select(
+        [a <= 0.25, a < 0.75, a <= 1.25, a < 1.75, a <= 2.5, a < 3.5, a <= 5.0, a > 5.0],
+        [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0],
+        default=0.0,  # NaN
+    ).astype(np.float32)
+    return np.where(np.signbit(u), -m, m).astype(np.float32)
+
+
+# ---- block quantize + dequantize ----------------------------------------------------------------
+
+def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
+    """D(Q(v)) of fp32 values v (any length), blockwise, as fp32 values."""
+    v = np.asarray(v, dtype=np.float32)
+    if codec in PASSTHROUGH:
+        return round_to(v, dtype)  # "quantize" is to_T, decode is exact
+    if codec not in DIVISOR:
+        raise ValueError(f"unknown codec {codec!r}")
+    n = v.size
+    nb = -(-n // BLOCK)
+    blk = np.zeros(nb * BLOCK, dtype=np.float32)  # tail padded with zeros (only for absmax)
+    blk[:n] = v
+    blk = blk.reshape(nb, BLOCK)
+
+    # bitwise max of |v|: NaN (exponent all ones, mantissa != 0) beats +inf, as the spec says
+    absbits = blk.view(np.uint32) & np.uint32(0x7FFFFFFF)
+    absmax = absbits.max(axis=1).view(np.float32)
+    div = np.float32(DIVISOR[codec])
+    with np.errstate(all="ignore"):
+        q = absmax / div  # fp32 division
+        s = round_to(q, dtype)
+        sf = np.where(np.isfinite(absmax), s, np.float32(np.nan)).astype(np.float32)
+        ok = (sf >= _F32_MIN) & (sf <= _F32_MAX)  # spec: below FLT_MIN, 1/sf would overflow
+        inv = np.where(ok, np.float32(1) / np.where(ok, sf, np.float32(1)), np.float32(0))
+        inv = inv.astype(np.float32)
+        u = blk * inv[:, None]  # fp32 multiply
+        if codec == "fp8":
+            code = _e4m3(u)
+        elif codec == "fp4":
+            code = _e2m1(u)
+        else:
+            qmax = div
+            # fminf/fmaxf: a NaN operand returns the other one (np.fmin/np.fmax semantics)
+            code = np.rint(np.fmin(np.fmax(u, -qmax), qmax)).astype(np.float32)
+        dec = code * sf[:, None]
+    return dec.reshape(-1)[:n].astype(np.float32)
+
+
+def round_trip(x: np.ndarray, dtype: str, codec: str) -> np.ndarray:
+    """to_T(D(Q(x))) of 1-D T bits x, returned as T bits."""
+    return from_f32(_qdq(to_f32(x, dtype), dtype, codec), dtype)
+
+
+def all_reduce(inputs: list[np.ndarray], dtype: str, codec: str) -> np.ndarray:
+    """Two-shot all-reduce emulation: fp32 sum in fixed rank order of each rank's D(Q(x)), then
+    one more Q/D of the sum, output to_T. Returns T bits."""
+    if not inputs:
+        raise ValueError("need at least one rank")
+    n = np.asarray(inputs[0]).size
+    r = np.zeros(n, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        for x in inputs:
+            x = np.asarray(x, dtype=np.uint16).reshape(-1)
+            if x.size != n:
+                raise ValueError("all ranks must have the same length")
+            r = r + _qdq(to_f32(x, dtype), dtype, codec)  # fp32 add, rank order
+    return from_f32(_qdq(r, dtype, codec), dtype)
