@@ -21,6 +21,7 @@ struct AllReduceArgs {
   uint64_t timeout_ns;
   int threads;  // two-shot CTA size (slice = threads * 8 values)
   int blocks;   // two-shot grid
+  int groups;   // two-shot pipeline groups per CTA
   int pdl;      // launch with programmatic dependent launch (overlaps the previous kernel's tail)
 };
 static_assert(std::is_trivially_copyable_v<AllReduceArgs>, "kernel args are copied by value");

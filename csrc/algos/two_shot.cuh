@@ -2,15 +2,16 @@
 //
 // The message is cut into tiles of W slices (slice = blockDim * 8 values, one lane of 8 per
 // thread); rank r owns slice r of every tile. A CTA owns tiles t = blockIdx, blockIdx + grid, ...
-// and runs three phases over all of them, with one signal/wait per phase (flag slot = blockIdx):
+// in a.groups groups (default kTwoShotGroups), software-pipelined, one signal/wait per group and phase (flag slot =
+// the group's first tile):
 //   1. scatter: encode my values of slice d and push them into rank d's rs_data[t][me];
-//      signal rs_flags[blockIdx][me] on each peer.
-//   2. reduce:  wait for rs_flags[blockIdx][*], decode every contribution (my own slice is
+//      signal rs_flags[slot][me] on each peer.
+//   2. reduce:  wait for rs_flags[slot][*], decode every contribution (my own slice is
 //      encoded and decoded in registers too, so the result does not depend on who owns what),
 //      sum in fp32 in rank order, encode the sum once, push it to every peer's ag_data[t][me],
 //      decode my own copy of that same payload into the output (the owner holds exactly what
 //      everyone else gets); signal ag_flags.
-//   3. gather:  wait for ag_flags[blockIdx][*], decode each owner's payload into the output.
+//   3. gather:  wait for ag_flags[slot][*], decode each owner's payload into the output.
 // The same CTA index handles the same tiles on every rank (same grid, same message).
 // Flags hold the call's epoch (one per call, advanced by the last CTA to finish); a stale flag
 // holds an older one. Single-buffered data is safe: a rank enters call k+1 only after every peer
@@ -115,29 +116,35 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
     }
   };
 
-  // Each CTA signals and waits once per phase for all of its tiles (flag slot = its first tile):
-  // a handshake per tile would put two NVLink round trips on every tile's critical path, while
-  // this way stores stream out back to back and only the phase boundaries wait.
-  const size_t flag_slot = blockIdx.x;
+  // A CTA's tiles are cut into a few groups with one signal/wait per group and phase (flag slot =
+  // the group's first tile), and the phases are software-pipelined: group g+1 is scattered before
+  // group g is reduced and g-1 gathered, so NVLink transfers overlap codec work and waits. (A
+  // handshake per tile put two round trips on every tile's critical path: 2x slower at 1 GB.)
   const size_t lane_offset = size_t(lane) * kLaneValues;
-  // 1. scatter every tile's slices to their owners
-  for (size_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-    const size_t tile_base = t * tile_values;
-    for (int j = 1; j < W; ++j) {
-      int d = me + j < W ? me + j : me + j - W;
-      float v[kLaneValues];
-      load_lane<D>(in, tile_base + d * slice_values + lane_offset, a.numel, v);
-      Packed p;
-      uint16_t scale = IO::encode(v, p);
-      IO::store(slot_of(a.workspaces[d], a.layout.rs_data, t, me), sl, lane, p, scale);
-    }
-  }
-  signal_peers(a.layout.rs_flags, flag_slot);
+  const size_t my_tiles = blockIdx.x < num_tiles ? (num_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  const size_t per_group = my_tiles ? (my_tiles + a.groups - 1) / a.groups : 1;
+  const size_t groups = (my_tiles + per_group - 1) / per_group;
+  auto tile_of = [&](size_t g, size_t i) { return blockIdx.x + (g * per_group + i) * gridDim.x; };
+  auto group_size = [&](size_t g) { return min(per_group, my_tiles - g * per_group); };
 
-  // 2. reduce my slices, in rank order, and broadcast the encoded sums
-  if (wait_flags(rs_flags, flag_slot, 1)) {
-    for (size_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-      const size_t tile_base = t * tile_values;
+  auto scatter = [&](size_t g) {  // 1. encode my slices of every tile of g and push them to their owners
+    for (size_t i = 0; i < group_size(g); ++i) {
+      const size_t t = tile_of(g, i), tile_base = t * tile_values;
+      for (int j = 1; j < W; ++j) {
+        int d = me + j < W ? me + j : me + j - W;
+        float v[kLaneValues];
+        load_lane<D>(in, tile_base + d * slice_values + lane_offset, a.numel, v);
+        Packed p;
+        uint16_t scale = IO::encode(v, p);
+        IO::store(slot_of(a.workspaces[d], a.layout.rs_data, t, me), sl, lane, p, scale);
+      }
+    }
+    signal_peers(a.layout.rs_flags, tile_of(g, 0));
+  };
+  auto reduce = [&](size_t g) {  // 2. sum my slice in rank order, broadcast the encoded sum
+    if (!wait_flags(rs_flags, tile_of(g, 0), 1)) return false;
+    for (size_t i = 0; i < group_size(g); ++i) {
+      const size_t t = tile_of(g, i), tile_base = t * tile_values;
       float acc[kLaneValues] = {};
       for (int src = 0; src < W; ++src) {
         float v[kLaneValues];
@@ -151,7 +158,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
         }
         IO::decode(p, scale, v);
 #pragma unroll
-        for (int i = 0; i < kLaneValues; ++i) acc[i] += v[i];
+        for (int k = 0; k < kLaneValues; ++k) acc[k] += v[k];
       }
       Packed p;
       uint16_t scale = IO::encode(acc, p);
@@ -162,22 +169,29 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
       IO::decode(p, scale, acc);  // the owner keeps exactly what it broadcast
       store_lane<D>(out, tile_base + me * slice_values + lane_offset, a.numel, acc);
     }
-    signal_peers(a.layout.ag_flags, flag_slot);
-
-    // 3. gather the other owners' reduced slices
-    if (wait_flags(ag_flags, flag_slot, 2)) {
-      for (size_t t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-        const size_t tile_base = t * tile_values;
-        for (int j = 1; j < W; ++j) {
-          int src = me + j < W ? me + j : me + j - W;
-          Packed p;
-          float v[kLaneValues];
-          uint16_t scale = IO::load(slot_of(local, a.layout.ag_data, t, src), sl, lane, p);
-          IO::decode(p, scale, v);
-          store_lane<D>(out, tile_base + src * slice_values + lane_offset, a.numel, v);
-        }
+    signal_peers(a.layout.ag_flags, tile_of(g, 0));
+    return true;
+  };
+  auto gather = [&](size_t g) {  // 3. decode the other owners' reduced slices
+    if (!wait_flags(ag_flags, tile_of(g, 0), 2)) return false;
+    for (size_t i = 0; i < group_size(g); ++i) {
+      const size_t t = tile_of(g, i), tile_base = t * tile_values;
+      for (int j = 1; j < W; ++j) {
+        int src = me + j < W ? me + j : me + j - W;
+        Packed p;
+        float v[kLaneValues];
+        uint16_t scale = IO::load(slot_of(local, a.layout.ag_data, t, src), sl, lane, p);
+        IO::decode(p, scale, v);
+        store_lane<D>(out, tile_base + src * slice_values + lane_offset, a.numel, v);
       }
     }
+    return true;
+  };
+
+  for (size_t step = 0; step < groups + 2; ++step) {
+    if (step < groups) scatter(step);
+    if (step >= 1 && step - 1 < groups && !reduce(step - 1)) break;
+    if (step >= 2 && !gather(step - 2)) break;
   }
 
   // The last CTA to finish advances the epoch: every CTA has read it by then.

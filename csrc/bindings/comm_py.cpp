@@ -34,10 +34,10 @@ void register_comm(nb::module_& m) {
         c.open_peers(hs);
       }, "handles"_a)
       .def("all_reduce", [](qr::Communicator& c, uintptr_t in, uintptr_t out, size_t numel, int dtype, int codec, int algo,
-                            uintptr_t stream, int threads, int blocks, bool pdl) {
-        c.all_reduce(in, out, numel, qr::DType(dtype), qr::CodecId(codec), qr::Algo(algo), stream, threads, blocks, pdl);
+                            uintptr_t stream, int threads, int blocks, bool pdl, int groups) {
+        c.all_reduce(in, out, numel, qr::DType(dtype), qr::CodecId(codec), qr::Algo(algo), stream, threads, blocks, pdl, groups);
       }, "in_ptr"_a, "out_ptr"_a, "numel"_a, "dtype"_a, "codec"_a, "algo"_a, "stream"_a, "threads"_a = 0, "blocks"_a = 0,
-      "pdl"_a = false)
+      "pdl"_a = false, "groups"_a = 0)
       .def("check", &qr::Communicator::check)
       .def("close", &qr::Communicator::close)
       .def_prop_ro("rank", &qr::Communicator::rank)

@@ -34,7 +34,7 @@ class Communicator {
   void open_peers(const std::vector<std::string>& handles);
   // in/out: device pointers, 16-byte aligned; out may equal in. threads = 0 picks the CTA size.
   void all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType dtype, CodecId codec, Algo algo,
-                  uintptr_t stream, int threads = 0, int blocks = 0, bool pdl = false);
+                  uintptr_t stream, int threads = 0, int blocks = 0, bool pdl = false, int groups = 0);
   // Throws PeerTimeoutError if a kernel recorded a timeout.
   void check();
   void close();

@@ -19,6 +19,7 @@ constexpr int kOneShotThreads = 512;
 constexpr size_t kOneShotMaxBytes = size_t(4) << 20;  // largest message the one-shot accepts
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
+constexpr int kTwoShotGroups = 8;  // pipeline groups per CTA (measured: see bench/NOTES.md)
 
 struct ControlBlock {
   uint32_t two_shot_epoch;  // advanced by the last CTA of each two-shot call

@@ -62,6 +62,7 @@ class Communicator:
         self.max_size = (self.max_size + 15) // 16 * 16
         self.default_codec = config.default_codec()
         self.pdl = config.pdl()  # programmatic dependent launch for our kernels
+        self.two_shot_groups = 0  # pipeline depth knob for tuning (0 = built-in default)
         self._table = None
         self._c = _C.Communicator(rank, world_size, self.device, self.max_size,
                                   timeout_s if timeout_s is not None else config.timeout_s())
@@ -126,7 +127,8 @@ class Communicator:
         if algo == "nccl":
             return self._nccl(x, out)
         self._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), _DTYPE_IDS[x.dtype], codecs.codec_id(codec_name),
-                           _ALGO_IDS[algo], torch.cuda.current_stream(self.device).cuda_stream, pdl=self.pdl)
+                           _ALGO_IDS[algo], torch.cuda.current_stream(self.device).cuda_stream, pdl=self.pdl,
+                           groups=self.two_shot_groups)
         return out
 
     def _plan(self, nbytes: int, dtype: torch.dtype, codec: str, algo: str) -> tuple[str, str]:
