@@ -122,7 +122,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
   // handshake per tile put two round trips on every tile's critical path: 2x slower at 1 GB.)
   const size_t lane_offset = size_t(lane) * kLaneValues;
   const size_t my_tiles = blockIdx.x < num_tiles ? (num_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-  const size_t per_group = my_tiles ? (my_tiles + a.groups - 1) / a.groups : 1;
+  // Auto (groups = 0): one group per 64 tiles, at most kTwoShotGroups: each handshake costs a
+  // round trip, which only pays off when a CTA has many tiles (measured, bench/NOTES.md).
+  const size_t n_groups = a.groups > 0 ? size_t(a.groups) : min(size_t(kTwoShotGroups), max(size_t(1), my_tiles / 64));
+  const size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
   const size_t groups = (my_tiles + per_group - 1) / per_group;
   auto tile_of = [&](size_t g, size_t i) { return blockIdx.x + (g * per_group + i) * gridDim.x; };
   auto group_size = [&](size_t g) { return min(per_group, my_tiles - g * per_group); };

@@ -143,8 +143,8 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
       throw std::invalid_argument("two-shot threads must be a multiple of 32 in [128, 512]");
     args.threads = threads;
     args.blocks = blocks;
-    if (groups < 0 || groups > 64) throw std::invalid_argument("two-shot groups must be in [1, 64] (0 = default)");
-    args.groups = groups ? groups : kTwoShotGroups;
+    if (groups < 0 || groups > 64) throw std::invalid_argument("two-shot groups must be in [1, 64] (0 = auto)");
+    args.groups = groups;
     QR_CUDA_CHECK(launch_two_shot(args, dtype, codec, s));
   }
 }
