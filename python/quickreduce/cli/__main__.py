@@ -1,0 +1,27 @@
+"""`quickreduce <command>`: bench, tune, accuracy, info."""
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "bench": "benchmark all-reduce methods against NCCL and peers (nccl-tests style table, CSV, PNG)",
+    "tune": "measure and cache the table `codec='auto'` chooses from",
+    "accuracy": "error of every codec against a float64 reference (CPU twin, or --device cuda)",
+    "info": "version, codecs, GPUs, peer access, settings in effect",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print("usage: quickreduce {" + ",".join(COMMANDS) + "} [options]\n")
+        for name, text in COMMANDS.items():
+            print(f"  {name:<9} {text}")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    module = importlib.import_module(f"quickreduce.cli.{argv[0]}")
+    return module.main(argv[1:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
