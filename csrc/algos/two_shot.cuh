@@ -111,7 +111,6 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
   auto signal_peers = [&](size_t region, size_t t) {
     __syncthreads();  // every lane's stores precede the flag (the release is cumulative over the barrier)
     if (lane < W - 1) {
-      __threadfence_system();
       st_release_sys(reinterpret_cast<uint32_t*>(a.workspaces[peer] + region) + t * W + me, epoch);
     }
   };
