@@ -1,0 +1,369 @@
+"""The per-rank body of `quickreduce bench` and `quickreduce tune`: for each size and method,
+one eager call checked against a float64 reference, then K calls captured in one CUDA graph and
+timed over several replays.
+
+Timing, per (size, method):
+- K calls (50 below 1 MiB, 20 up to 64 MiB, 5 above) captured in one torch.cuda.CUDAGraph;
+  2 warm-up replays, then 7 replays each bracketed by CUDA events; per-call time = median
+  replay time / K; the reported time is the slowest rank's.
+- The calls rotate over B distinct input (and output) buffers, enough that one replay touches
+  several times the L2 cache. In-place methods (NCCL, symm two-shot) get B = K and fresh random
+  inputs before each replay, outside the events: repeated in-place sums would otherwise grow
+  every replay until they saturate to inf, and uniform data can move faster than real data.
+- A GPU sleep is queued before the replays, so the host enqueues them all while the GPU waits
+  and no launch gap lands inside an event pair; the first (warm-up) collective then lines the
+  ranks up, and they stay in step.
+
+Correctness, per (size, method): relative L2 error of one eager call against the float64 sum of
+all ranks' inputs (all-gathered), and whether every rank holds bitwise the same result.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from .methods import Method, RunContext, SkipMethod, close_shared, make_method
+from .peers import close_shared_peers
+from .report import complete_rows, human_size, write_csv
+
+L2_MULTIPLE = 4  # data touched per replay, in L2 sizes
+DEFAULT_L2_BYTES = 60 << 20
+SLEEP_CYCLES = 2_000_000  # ~1 ms at H200 clocks: room for the host to enqueue every replay
+CHECK_CHUNK = 16 << 20  # elements per chunk of the float64 error and equality checks
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass
+class SweepConfig:
+    methods: list[str]
+    sizes: list[int]
+    dtypes: list[str]
+    iters: tuple[int, int, int] = (50, 20, 5)  # calls per graph: < 1 MiB, <= 64 MiB, larger
+    warmup: int = 2
+    replays: int = 7
+    qr_max_bytes: int | None = None  # default: the largest size
+    peer_max_bytes: int = 64 << 20
+    pool_budget_bytes: int = 6 << 30  # cap on one method's rotating input (or output) buffers
+    partial_csv: str | None = None  # rank 0 rewrites this after every size (survives a kill)
+    verbose: bool = True
+
+
+@dataclass
+class SweepState:
+    device_name: str = ""
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+
+
+def calls_per_graph(nbytes: int, iters: tuple[int, int, int]) -> int:
+    small, medium, large = iters
+    return small if nbytes < (1 << 20) else medium if nbytes <= (64 << 20) else large
+
+
+def graph_plan(nbytes: int, inplace: bool, iters: tuple[int, int, int], l2_bytes: int,
+               budget_bytes: int) -> tuple[int, int]:
+    """(calls per graph K, distinct buffers B) for one method at one size."""
+    fit = max(1, budget_bytes // nbytes)
+    calls = calls_per_graph(nbytes, iters)
+    if inplace:
+        calls = min(calls, fit)  # one buffer per call keeps in-place growth to one step
+        return calls, calls
+    return calls, min(calls, fit, max(1, math.ceil(L2_MULTIPLE * l2_bytes / nbytes)))
+
+
+def local_device() -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def run_sweep(rank: int, world_size: int, config: SweepConfig) -> dict[str, Any] | None:
+    """Launched on every rank (see launch.spawn); rank 0 returns the results."""
+    device = local_device()
+    props = torch.cuda.get_device_properties(device)
+    l2_bytes = getattr(props, "L2_cache_size", 0) or DEFAULT_L2_BYTES
+    state = SweepState(device_name=props.name)
+    progress = Progress(len(config.dtypes) * len(config.sizes) * len(config.methods),
+                        enabled=rank == 0 and config.verbose)
+    for dtype_name in config.dtypes:
+        dtype = DTYPES[dtype_name]
+        element = torch.tensor([], dtype=dtype).element_size()
+        ctx = RunContext(
+            rank=rank, world_size=world_size, device=device, group=dist.group.WORLD,
+            dtype=dtype, dtype_name=dtype_name, max_bytes=max(config.sizes),
+            qr_max_bytes=config.qr_max_bytes or max(config.sizes),
+            peer_max_bytes=config.peer_max_bytes,
+            symm_pool_elems=max(graph_plan(s, True, config.iters, l2_bytes,
+                                           config.pool_budget_bytes)[1] * s // element
+                                for s in config.sizes))
+        methods = _set_up(ctx, config.methods, state)
+        for size in config.sizes:
+            _sweep_size(ctx, methods, size, config, l2_bytes, state, progress)
+            if rank == 0 and config.partial_csv:
+                write_csv(complete_rows(state.rows, world_size), config.partial_csv)
+        _close(ctx, methods, state)
+    progress.close()
+    if rank != 0:
+        return None
+    for (method, reason), sizes in state.skipped.items():
+        state.notes.append(f"{method}: skipped at {_size_list(sizes)}: {reason}")
+    return {"rows": state.rows, "notes": state.notes, "device": state.device_name,
+            "world_size": world_size, "dtypes": config.dtypes}
+
+
+def _set_up(ctx: RunContext, names: list[str], state: SweepState) -> list[Method]:
+    methods = []
+    for name in names:
+        method = make_method(name)
+        error = _agreed(ctx, lambda: method.setup(ctx))
+        if error is None:
+            methods.append(method)
+        else:
+            state.notes.append(f"{name}: not run ({ctx.dtype_name}): {error}")
+            _agreed(ctx, method.close)  # release whatever a half-done setup holds
+        _barrier(ctx)
+    return methods
+
+
+def _close(ctx: RunContext, methods: list[Method], state: SweepState) -> None:
+    for method in methods:
+        error = _agreed(ctx, method.close)
+        if error:
+            state.notes.append(f"{method.name}: close failed: {error}")
+    for closer in (close_shared_peers, close_shared):
+        error = _agreed(ctx, lambda: closer(ctx))
+        if error:
+            state.notes.append(f"closing shared resources failed: {error}")
+    _barrier(ctx)
+
+
+def _sweep_size(ctx: RunContext, methods: list[Method], size: int, config: SweepConfig,
+                l2_bytes: int, state: SweepState, progress: "Progress") -> None:
+    numel = size // torch.tensor([], dtype=ctx.dtype).element_size()
+    check_input = _random(numel, ctx, seed=_seed(ctx.rank, size, 0))
+    reference = _float64_sum(check_input, ctx)
+    progress.advance(len(config.methods) - len(methods))  # methods not set up, or dropped
+    progress.show(f"{ctx.dtype_name} {human_size(size):>5}", log=True)
+    for method in list(methods):
+        progress.show(f"{ctx.dtype_name} {human_size(size):>5} {method.name}")
+        progress.advance(1)
+        reason = method.skip_reason(size)
+        if reason:
+            state.skipped.setdefault((method.name, reason), []).append(size)
+            continue
+        measured: dict[str, Any] = {}
+        error = _agreed(ctx, lambda: measured.update(
+            _measure(ctx, method, size, check_input, reference, config, l2_bytes)))
+        if error is None:
+            state.rows.append({"size": size, "method": method.name, "lossy": method.lossy,
+                               "dtype": ctx.dtype_name, "device": state.device_name,
+                               **measured})
+        else:
+            methods.remove(method)  # a method that failed once is not trusted with larger sizes
+            state.notes.append(f"{method.name}: failed at {human_size(size)} ({ctx.dtype_name}), "
+                               f"dropped for the rest of the run: {error}")
+        _barrier(ctx)
+
+
+def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tensor,
+             reference: torch.Tensor, config: SweepConfig, l2_bytes: int) -> dict[str, Any]:
+    numel = check_input.numel()
+    calls, buffers = graph_plan(size, method.inplace, config.iters, l2_bytes,
+                                config.pool_budget_bytes)
+    inputs = method.alloc_inputs(buffers, numel)
+    outputs = None if method.inplace else torch.empty_like(inputs)
+
+    def output(i: int) -> torch.Tensor | None:
+        return None if outputs is None else outputs[i % buffers]
+
+    # Correctness: one eager call on the known input.
+    inputs[0].copy_(check_input)
+    result = method.run(inputs[0], output(0))
+    torch.cuda.synchronize()
+    method.raise_async_errors()
+    rel_err = _relative_error(result, reference, ctx)
+    identical = _identical_on_all_ranks(result, ctx)
+
+    # Timing: K calls in one graph over B buffers of fresh random data.
+    generator = torch.Generator(device=ctx.device).manual_seed(_seed(ctx.rank, size, 1))
+
+    def refill() -> None:
+        inputs.normal_(generator=generator)
+
+    refill()
+    _barrier(ctx)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        for i in range(calls):
+            method.run(inputs[i % buffers], output(i))
+    method.after_capture()
+    per_call_us = _time_graph(ctx, graph, calls, config.warmup, config.replays,
+                              refill if method.inplace else None)
+    method.raise_async_errors()
+    del graph
+    return {"time_us": per_call_us, "rel_err": rel_err, "identical": identical,
+            "calls": calls, "buffers": buffers}
+
+
+def _time_graph(ctx: RunContext, graph, calls: int, warmup: int, replays: int,
+                refill: Callable[[], None] | None) -> float:
+    """Microseconds per call: median replay time / calls, slowest rank."""
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(warmup + replays)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(warmup + replays)]
+    _barrier(ctx)
+    if hasattr(torch.cuda, "_sleep"):
+        torch.cuda._sleep(SLEEP_CYCLES)
+    for start, end in zip(starts, ends):
+        if refill is not None:
+            refill()
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    times_ms = [s.elapsed_time(e) for s, e in zip(starts[warmup:], ends[warmup:])]
+    local = torch.tensor([statistics.median(times_ms) * 1e3 / calls], device=ctx.device)
+    dist.all_reduce(local, op=dist.ReduceOp.MAX, group=ctx.group)
+    return float(local.item())
+
+
+# --------------------------------------------------------------------------- correctness
+
+def _seed(rank: int, size: int, purpose: int) -> int:
+    return (rank * 1_000_003 + size * 31 + purpose) % (2**62)
+
+
+def _random(numel: int, ctx: RunContext, seed: int) -> torch.Tensor:
+    generator = torch.Generator(device=ctx.device).manual_seed(seed)
+    return torch.randn(numel, generator=generator, dtype=ctx.dtype, device=ctx.device)
+
+
+def _float64_sum(local: torch.Tensor, ctx: RunContext) -> torch.Tensor:
+    """The exact all-reduce of everyone's `local`, in float64."""
+    gathered = torch.empty(ctx.world_size * local.numel(), dtype=local.dtype, device=ctx.device)
+    dist.all_gather_into_tensor(gathered, local, group=ctx.group)  # the flat form: every backend
+    gathered = gathered.view(ctx.world_size, local.numel())
+    reference = torch.empty(local.numel(), dtype=torch.float64, device=ctx.device)
+    for begin in range(0, local.numel(), CHECK_CHUNK):
+        end = begin + CHECK_CHUNK
+        reference[begin:end] = gathered[:, begin:end].double().sum(dim=0)
+    return reference
+
+
+def _relative_error(result: torch.Tensor, reference: torch.Tensor, ctx: RunContext) -> float:
+    """||result - reference|| / ||reference|| (float64), the worst rank's."""
+    flat = result.reshape(-1)
+    sums = torch.zeros(2, dtype=torch.float64, device=ctx.device)
+    for begin in range(0, flat.numel(), CHECK_CHUNK):
+        ref = reference[begin:begin + CHECK_CHUNK]
+        sums[0] += (flat[begin:begin + CHECK_CHUNK].double() - ref).square().sum()
+        sums[1] += ref.square().sum()
+    error = (sums[0] / sums[1]).sqrt().nan_to_num(nan=float("inf")).reshape(1)
+    dist.all_reduce(error, op=dist.ReduceOp.MAX, group=ctx.group)
+    return float(error.item())
+
+
+def _identical_on_all_ranks(result: torch.Tensor, ctx: RunContext) -> bool:
+    """Bitwise comparison with rank 0's result, chunk by chunk (no rank holds all copies)."""
+    flat = result.reshape(-1)
+    # 32-bit words: every backend broadcasts int32 (gloo has no int16); sizes are 16-byte multiples.
+    bits = flat.view(torch.int32) if flat.numel() * flat.element_size() % 4 == 0 \
+        else flat.view(torch.uint8)
+    same = torch.ones(1, dtype=torch.int32, device=ctx.device)
+    source = dist.get_global_rank(ctx.group, 0)
+    for begin in range(0, bits.numel(), CHECK_CHUNK):
+        mine = bits[begin:begin + CHECK_CHUNK]
+        theirs = mine.clone()
+        dist.broadcast(theirs, src=source, group=ctx.group)
+        if not torch.equal(mine, theirs):
+            same.zero_()
+    dist.all_reduce(same, op=dist.ReduceOp.MIN, group=ctx.group)
+    return bool(same.item())
+
+
+# --------------------------------------------------------------------------- agreement
+
+def _agreed(ctx: RunContext, action: Callable[[], Any]) -> str | None:
+    """Run `action` on every rank; None if it worked everywhere, else the first error.
+
+    All ranks then take the same branch, so a method that fails (the same way) everywhere is
+    skipped without a collective mismatch. A failure on one rank inside a collective kernel can
+    still hang; launch.spawn's timeout is the last line of defence.
+    """
+    error = None
+    try:
+        action()
+    except SkipMethod as exc:
+        error = str(exc)
+    except Exception as exc:  # noqa: BLE001 - reported, and the method skipped
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        error = f"{type(exc).__name__}: {first_line}"
+        if torch.cuda.is_current_stream_capturing():
+            raise  # a broken capture leaves the stream unusable: stop this rank
+    errors: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(errors, error, group=ctx.group)
+    failed = [(rank, e) for rank, e in enumerate(errors) if e is not None]
+    if not failed:
+        return None
+    rank, message = failed[0]
+    return message if len(failed) == ctx.world_size else f"rank {rank}: {message}"
+
+
+def _barrier(ctx: RunContext) -> None:
+    torch.cuda.synchronize()
+    dist.barrier(group=ctx.group)
+    torch.cuda.synchronize()
+
+
+def _size_list(sizes: list[int]) -> str:
+    sizes = sorted(sizes)
+    if len(sizes) > 2:
+        return f"{human_size(sizes[0])}..{human_size(sizes[-1])} ({len(sizes)} sizes)"
+    return ", ".join(human_size(s) for s in sizes)
+
+
+class Progress:
+    """Rank 0's progress: a rich bar on a terminal, one line per step otherwise (logs)."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.enabled, self.total, self.done = enabled, total, 0
+        self.started = time.monotonic()
+        self.bar = None
+        if not enabled or not sys.stderr.isatty():
+            return
+        try:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress,
+                                       TextColumn, TimeElapsedColumn)
+        except ImportError:
+            return
+        self.bar = RichProgress(TextColumn("{task.description:<32}"), BarColumn(),
+                                MofNCompleteColumn(), TimeElapsedColumn(),
+                                console=Console(stderr=True), transient=True)
+        self.bar.start()
+        self.task = self.bar.add_task("starting", total=total)
+
+    def show(self, description: str, log: bool = False) -> None:
+        """Update the bar; without one (output captured), print only the `log` steps."""
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(self.task, description=description)
+        elif log:
+            print(f"[{self.done}/{self.total} done, {time.monotonic() - self.started:.0f} s] "
+                  f"{description}", file=sys.stderr, flush=True)
+
+    def advance(self, steps: int) -> None:
+        self.done += steps
+        if self.bar is not None and steps:
+            self.bar.update(self.task, advance=steps)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -1,0 +1,406 @@
+"""Everything about benchmark results that needs no GPU: sizes, bandwidth math, the terminal
+tables, CSV files and plots. Rows are plain dicts with the CSV columns below."""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..tuning import gpu_slug
+
+# One row per (size, method); the first ten columns follow nccl-tests' naming.
+CSV_COLUMNS = ["size", "count", "type", "method", "time_us", "algbw_GBps", "busbw_GBps",
+               "vs_nccl", "rel_err", "identical", "lossy", "device", "world_size", "dtype"]
+
+# Display order and lossy flag of every method `quickreduce bench` knows.
+METHOD_LOSSY = {
+    "nccl": False, "symm_one_shot": False, "symm_two_shot": False, "vllm_custom": False,
+    "trtllm_one_shot": False, "trtllm_one_shot_pdl": False, "trtllm_two_shot": False,
+    "qr_one_shot": False, "qr_two_shot": False, "qr_auto": False,
+    "flashinfer_fp8": True, "qr_int8": True, "qr_fp8": True, "qr_int6": True, "qr_int4": True,
+    "qr_fp4": True, "qr_auto_int4": True,
+}
+# nccl-tests prints the dtype under "type" with these names.
+NCCL_TYPE_NAMES = {"bf16": "bfloat16", "fp16": "half"}
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2}
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+# --------------------------------------------------------------------------- sizes
+
+def parse_size(text: str) -> int:
+    """'8K' -> 8192, '1G' -> 2**30, '4096' -> 4096 (binary units, as nccl-tests)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise ValueError(f"bad size {text!r}: use bytes or a K/M/G suffix, e.g. 8K, 64M, 1G")
+    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if value != int(value) or value <= 0:
+        raise ValueError(f"bad size {text!r}: must be a positive whole number of bytes")
+    return int(value)
+
+
+def parse_sizes(spec: str, *, align: int = 16) -> list[int]:
+    """'8K:1G' (doubling), '8K:1G:4' (times 4), '8K,64K,1M', or any comma mix of these.
+
+    Every size must be a multiple of `align` bytes (16: all methods move 16-byte vectors).
+    """
+    sizes: set[int] = set()
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        fields = part.split(":")
+        if len(fields) == 1:
+            sizes.add(parse_size(fields[0]))
+            continue
+        if len(fields) not in (2, 3):
+            raise ValueError(f"bad size range {part!r}: use START:END or START:END:FACTOR")
+        start, end = parse_size(fields[0]), parse_size(fields[1])
+        factor = int(fields[2]) if len(fields) == 3 else 2
+        if factor < 2 or end < start:
+            raise ValueError(f"bad size range {part!r}: need END >= START and FACTOR >= 2")
+        size = start
+        while size <= end:
+            sizes.add(size)
+            size *= factor
+    if not sizes:
+        raise ValueError(f"no sizes in {spec!r}")
+    bad = sorted(s for s in sizes if s % align)
+    if bad:
+        raise ValueError(f"sizes must be multiples of {align} bytes: {', '.join(map(str, bad))}")
+    return sorted(sizes)
+
+
+def human_size(nbytes: int) -> str:
+    """8192 -> '8K', 3 << 20 -> '3M', 1000 -> '1000'."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{unit}"
+    return str(nbytes)
+
+
+def device_tag(gpu_name: str, world_size: int) -> str:
+    """'h200-x2' for two 'NVIDIA H200'."""
+    return f"{gpu_slug(gpu_name)}-x{world_size}"
+
+
+# --------------------------------------------------------------------------- bandwidth
+
+def bus_factor(world_size: int) -> float:
+    """nccl-tests' all-reduce factor: each rank sends and receives 2(n-1)/n of the buffer."""
+    return 2.0 * (world_size - 1) / world_size
+
+
+def bandwidths(nbytes: int, time_us: float, world_size: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s (1e9 bytes, as nccl-tests)."""
+    algbw = nbytes / (time_us * 1e-6) / 1e9
+    return algbw, algbw * bus_factor(world_size)
+
+
+def is_lossy(method: str, row: dict[str, Any] | None = None) -> bool:
+    if row is not None and row.get("lossy") not in (None, ""):
+        return bool(row["lossy"])
+    if method in METHOD_LOSSY:
+        return METHOD_LOSSY[method]
+    return any(codec in method for codec in ("fp8", "int8", "int6", "int4", "fp4"))
+
+
+def complete_rows(rows: list[dict[str, Any]], world_size: int) -> list[dict[str, Any]]:
+    """Fill algbw/busbw/vs_nccl/count/type from size and time; sort by size then method."""
+    nccl_time = {(r["dtype"], r["size"]): r["time_us"] for r in rows
+                 if r["method"] == "nccl" and r.get("time_us")}
+    out = []
+    for row in rows:
+        row = dict(row)
+        row.setdefault("lossy", is_lossy(row["method"]))
+        row["count"] = row["size"] // ELEMENT_BYTES.get(row["dtype"], 2)
+        row["type"] = NCCL_TYPE_NAMES.get(row["dtype"], row["dtype"])
+        row["world_size"] = world_size
+        time_us = row.get("time_us")
+        if time_us:
+            row["algbw_GBps"], row["busbw_GBps"] = bandwidths(row["size"], time_us, world_size)
+            base = nccl_time.get((row["dtype"], row["size"]))
+            row["vs_nccl"] = base / time_us if base else None
+        else:
+            row["algbw_GBps"] = row["busbw_GBps"] = row["vs_nccl"] = None
+        out.append(row)
+    return sorted(out, key=lambda r: (r["dtype"], r["size"], _method_rank(r["method"])))
+
+
+def _method_rank(method: str) -> tuple[int, str]:
+    order = list(METHOD_LOSSY)
+    return (order.index(method) if method in order else len(order), method)
+
+
+# --------------------------------------------------------------------------- text tables
+
+def _fmt(value: Any, kind: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if kind == "time":
+        return f"{value:.2f}" if value < 1000 else f"{value:.1f}"
+    if kind == "bw":
+        return f"{value:.2f}"
+    if kind == "speedup":
+        return f"{value:.2f}x"
+    if kind == "err":
+        return f"{value:.1e}"
+    if kind == "bool":
+        return "yes" if value else "NO"
+    return str(value)
+
+
+_TABLE_FIELDS = [  # (csv column, header, width, kind)
+    ("size", "size", 11, "int"), ("count", "count", 11, "int"), ("type", "type", 8, "str"),
+    ("method", "method", 20, "str"), ("time_us", "time_us", 9, "time"),
+    ("algbw_GBps", "algbw_GBps", 10, "bw"), ("busbw_GBps", "busbw_GBps", 10, "bw"),
+    ("vs_nccl", "vs_nccl", 7, "speedup"), ("rel_err", "rel_err", 8, "err"),
+    ("identical", "identical", 9, "bool"),
+]
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """nccl-tests-style plain text, one line per (size, method), a blank line between sizes."""
+    def line(cells):
+        parts = []
+        for (_, _, width, kind), cell in zip(_TABLE_FIELDS, cells):
+            parts.append(cell.ljust(width) if kind == "str" else cell.rjust(width))
+        return "  ".join(parts).rstrip()
+
+    out = ["#" + line([h for _, h, _, _ in _TABLE_FIELDS])[1:]]
+    previous = None
+    for row in rows:
+        if previous is not None and row["size"] != previous:
+            out.append("")
+        previous = row["size"]
+        out.append(line([_fmt(row.get(col), kind) for col, _, _, kind in _TABLE_FIELDS]))
+    return "\n".join(out)
+
+
+def pivot(rows: list[dict[str, Any]]) -> tuple[list[int], list[str], dict[tuple[int, str], float]]:
+    """(sizes, methods, {(size, method): time_us}) for the summary grid."""
+    sizes = sorted({r["size"] for r in rows})
+    methods = sorted({r["method"] for r in rows}, key=_method_rank)
+    times = {(r["size"], r["method"]): r["time_us"] for r in rows if r.get("time_us")}
+    return sizes, methods, times
+
+
+def format_pivot(rows: list[dict[str, Any]]) -> str:
+    """Size x method grid of microseconds per call; '*' marks the fastest lossless method."""
+    sizes, methods, times = pivot(rows)
+    width = max([8] + [len(m) for m in methods])
+    out = ["time_us".rjust(6) + "".join(m.rjust(width + 2) for m in methods)]
+    for size in sizes:
+        best = _best_lossless(size, methods, times)
+        cells = []
+        for m in methods:
+            t = times.get((size, m))
+            text = "-" if t is None else _fmt(t, "time") + ("*" if m == best else "")
+            cells.append(text.rjust(width + 2))
+        out.append(human_size(size).rjust(6) + "".join(cells))
+    return "\n".join(out)
+
+
+def _best_lossless(size: int, methods: list[str], times: dict) -> str | None:
+    exact = [(times[(size, m)], m) for m in methods if (size, m) in times and not is_lossy(m)]
+    return min(exact)[1] if exact else None
+
+
+def print_results(rows: list[dict[str, Any]], notes: Iterable[str] = (), console=None) -> None:
+    """Print the full table and the summary grid, with rich when it is installed."""
+    try:
+        from rich.table import Table
+    except ImportError:
+        print(format_table(rows), "", format_pivot(rows), *notes, sep="\n")
+        return
+    console = console or make_console()
+    if not rows:
+        console.print("[bold red]no results[/]: every method was skipped or failed")
+    for note in notes if not rows else ():
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+    if not rows:
+        return
+    table = Table(title="all-reduce (CUDA-graph median per call)", header_style="bold")
+    for _, header, _, kind in _TABLE_FIELDS:
+        table.add_column(header, justify="left" if kind == "str" else "right", no_wrap=True)
+    for i, row in enumerate(rows):
+        last_of_size = i + 1 == len(rows) or rows[i + 1]["size"] != row["size"]
+        cells = [_fmt(row.get(col), kind) for col, _, _, kind in _TABLE_FIELDS]
+        speedup = row.get("vs_nccl")
+        if speedup:
+            cells[7] = f"[{'green' if speedup > 1.0 else 'red'}]{cells[7]}[/]"
+        if row.get("identical") is False:
+            cells[9] = f"[bold red]{cells[9]}[/]"
+        table.add_row(*cells, end_section=last_of_size,
+                      style="dim" if is_lossy(row["method"], row) else None)
+    console.print(table)
+    sizes, methods, times = pivot(rows)
+    grid = Table(title="time_us per call (bold: fastest lossless; dim columns are lossy)")
+    grid.add_column("size", justify="right")
+    for m in methods:
+        grid.add_column(m, justify="right", style="dim" if is_lossy(m) else None)
+    for size in sizes:
+        best = _best_lossless(size, methods, times)
+        cells = []
+        for m in methods:
+            t = times.get((size, m))
+            text = "-" if t is None else _fmt(t, "time")
+            cells.append(f"[bold green]{text}[/]" if m == best else text)
+        grid.add_row(human_size(size), *cells)
+    console.print(grid)
+    for note in notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+
+
+def make_console():
+    """A rich console; when output is captured (not a terminal) it is wide enough for the grid."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=220)
+
+
+# --------------------------------------------------------------------------- CSV
+
+_CSV_FORMATS = {"time_us": "{:.3f}", "algbw_GBps": "{:.3f}", "busbw_GBps": "{:.3f}",
+                "vs_nccl": "{:.4f}", "rel_err": "{:.4e}"}
+# Columns and method names of other CSVs (shared/peers/h200-x2.csv) mapped onto ours.
+_CSV_ALIASES = {"size_bytes": "size", "speedup_vs_nccl": "vs_nccl"}
+_METHOD_ALIASES = {"symm_mem_one_shot": "symm_one_shot", "symm_mem_two_shot": "symm_two_shot"}
+
+
+def write_csv(rows: list[dict[str, Any]], path: Path | str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({col: _csv_cell(col, row.get(col)) for col in CSV_COLUMNS})
+    return path
+
+
+def _csv_cell(col: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    fmt = _CSV_FORMATS.get(col)
+    return fmt.format(value) if fmt else str(value)
+
+
+def read_csv(path: Path | str) -> list[dict[str, Any]]:
+    """Rows back from `write_csv` (or a CSV with the peers kit's column names)."""
+    rows = []
+    with open(path, newline="") as f:
+        for raw in csv.DictReader(f):
+            row: dict[str, Any] = {}
+            for key, text in raw.items():
+                key = _CSV_ALIASES.get(key, key)
+                row[key] = _parse_cell(key, text)
+            if row.get("size") is None or not row.get("method"):
+                continue
+            row.setdefault("dtype", "bf16")
+            row["method"] = _METHOD_ALIASES.get(row["method"], row["method"])
+            rows.append(row)
+    return rows
+
+
+def _parse_cell(key: str, text: str | None) -> Any:
+    if text is None or text == "":
+        return None
+    if key in ("size", "count", "world_size"):
+        return int(float(text))
+    if key in ("identical", "lossy"):
+        return text.strip().lower() in ("yes", "true", "1")
+    if key in ("time_us", "algbw_GBps", "busbw_GBps", "vs_nccl", "rel_err"):
+        return float(text)
+    return text
+
+
+# --------------------------------------------------------------------------- plots
+
+_COLORS = {  # families share a hue: peers warm, torch/NCCL grey/black, quickreduce cool
+    "nccl": "black", "symm_one_shot": "#7f7f7f", "symm_two_shot": "#bcbcbc",
+    "vllm_custom": "#8c564b", "trtllm_one_shot": "#d62728", "trtllm_one_shot_pdl": "#ff7f0e",
+    "trtllm_two_shot": "#e377c2", "flashinfer_fp8": "#bcbd22",
+    "qr_one_shot": "#1f77b4", "qr_two_shot": "#17becf", "qr_auto": "#2ca02c",
+    "qr_int8": "#9467bd", "qr_fp8": "#393b79", "qr_int6": "#6b6ecf", "qr_int4": "#3182bd",
+    "qr_fp4": "#31a354", "qr_auto_int4": "#74c476",
+}
+
+
+def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None) -> Path:
+    """Two panels: latency vs size (log-log) and speedup over NCCL vs size (log x).
+
+    Lossless methods are solid lines with dots, lossy ones dashed with crosses. Rows of a second
+    dtype are ignored (one dtype per figure).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    rows = [r for r in rows if r.get("time_us")]
+    if not rows:
+        raise ValueError("nothing to plot: no timed rows")
+    dtype = rows[0].get("dtype")
+    rows = [r for r in rows if r.get("dtype") == dtype]
+    if title is None:
+        devices = sorted({str(r.get("device")) for r in rows if r.get("device")})
+        worlds = sorted({int(r["world_size"]) for r in rows if r.get("world_size")})
+        title = (f"all-reduce on {' / '.join(devices) or 'unknown GPU'}"
+                 f" x{'/'.join(map(str, worlds)) or '?'}, {dtype}")
+    nccl = {r["size"]: r["time_us"] for r in rows if r["method"] == "nccl"}
+    methods = sorted({r["method"] for r in rows}, key=_method_rank)
+    sizes = sorted({r["size"] for r in rows})
+
+    fig, (ax_time, ax_speed) = plt.subplots(1, 2, figsize=(15, 6), constrained_layout=True)
+    palette = plt.get_cmap("tab20").colors
+    for i, method in enumerate(methods):
+        points = sorted((r["size"], r["time_us"]) for r in rows if r["method"] == method)
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        lossy = is_lossy(method, next(r for r in rows if r["method"] == method))
+        style = dict(color=_COLORS.get(method, palette[i % len(palette)]),
+                     linestyle="--" if lossy else "-", marker="x" if lossy else "o",
+                     markersize=4, linewidth=1.6 if method.startswith("qr_") else 1.1,
+                     label=method + (" (lossy)" if lossy else ""))
+        ax_time.plot(xs, ys, **style)
+        speed = [(x, nccl[x] / y) for x, y in points if x in nccl]
+        if speed:
+            ax_speed.plot([p[0] for p in speed], [p[1] for p in speed], **style)
+    tick_sizes = sizes if len(sizes) <= 10 else _powers_of_four(sizes[0], sizes[-1])
+    for ax in (ax_time, ax_speed):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(tick_sizes)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: human_size(int(round(x)))))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("message size (bytes)")
+        ax.grid(True, which="major", alpha=0.3)
+    ax_time.set_yscale("log")
+    ax_time.set_ylabel("time per all-reduce (us, lower is better)")
+    ax_time.set_title("latency")
+    ax_speed.axhline(1.0, color="black", linewidth=0.8)
+    ax_speed.set_ylabel("speedup over NCCL (higher is better)")
+    ax_speed.set_title("speedup over NCCL" if nccl else "speedup over NCCL (no NCCL rows)")
+    handles, labels = ax_time.get_legend_handles_labels()
+    try:
+        fig.legend(handles, labels, loc="outside right center", fontsize=8, frameon=False)
+    except ValueError:  # matplotlib < 3.7 has no "outside" legends
+        fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.suptitle(title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def _powers_of_four(low: int, high: int) -> list[int]:
+    """Tick positions for many sizes: 16K, 64K, ..., 1G for the range 8K..1G."""
+    first = math.ceil(math.log(low, 4) - 1e-9)
+    last = math.floor(math.log(high, 4) + 1e-9)
+    return [4 ** k for k in range(first, last + 1)] or [low, high]

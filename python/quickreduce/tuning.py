@@ -1,0 +1,342 @@
+"""The table behind `algo="auto"` and `codec="auto[:bound]"`.
+
+A table belongs to one GPU model and world size and holds, per dtype, a sorted list of size
+breakpoints. Each breakpoint covers sizes up to `max_bytes` (inclusive; null = no limit) and names
+
+- `lossless`: the fastest exact method there, one of "one_shot", "two_shot", "nccl";
+- `lossy`: for each codec bound, the fastest [algo, codec] whose error is at most that codec's
+  error. A bound missing here means no lossy method beat the lossless one at these sizes.
+
+    {"format": 1, "gpu": "h200", "world_size": 2, "measured": true, "note": "...",
+     "codec_error_order": ["fp16", "int8", "fp8", "int6", "int4", "fp4"],
+     "dtypes": {"bf16": [{"max_bytes": 1048575, "lossless": "one_shot", "lossy": {}},
+                         {"max_bytes": null, "lossless": "two_shot",
+                          "lossy": {"int4": ["two_shot", "int4"], ...}}]}}
+
+`load_table` looks in: $QUICKREDUCE_TUNE_FILE, the user cache written by `quickreduce tune`
+(~/.cache/quickreduce/tune-<gpu>-w<ws>-<driver>.json), the defaults shipped in
+quickreduce/tuned/<gpu>-w<ws>.json, and last a conservative table built here.
+This module needs neither torch nor the extension, so it is tested on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import statistics
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+FORMAT_VERSION = 1
+ALGOS = ("one_shot", "two_shot", "nccl")
+PASSTHROUGH = ("fp16", "bf16")
+# Most to least accurate (design-notes.md section 4, Gaussian data); int4 and fp4 are about equal.
+DEFAULT_CODEC_ERROR_ORDER = ("fp16", "int8", "fp8", "int6", "int4", "fp4")
+# Two codecs whose measured errors differ by less than this count as equally accurate.
+ERROR_TOLERANCE = 0.10
+TUNED_DIR = Path(__file__).resolve().parent / "tuned"
+
+_DTYPE_ALIASES = {
+    "bf16": "bf16", "bfloat16": "bf16", "torch.bfloat16": "bf16",
+    "fp16": "fp16", "float16": "fp16", "half": "fp16", "torch.float16": "fp16",
+}
+
+
+@dataclass
+class TuneTable:
+    """A loaded, validated table plus where it came from."""
+
+    gpu: str
+    world_size: int
+    dtypes: dict[str, list[dict[str, Any]]]
+    source: str
+    measured: bool = False
+    note: str = ""
+    codec_error_order: list[str] = field(default_factory=lambda: list(DEFAULT_CODEC_ERROR_ORDER))
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- names and paths
+
+def dtype_name(dtype: Any) -> str:
+    """'bf16' or 'fp16' for a torch dtype or any of their usual spellings."""
+    key = str(dtype).lower()
+    if key not in _DTYPE_ALIASES:
+        raise ValueError(f"unsupported dtype {dtype!r}: quickreduce handles bf16 and fp16")
+    return _DTYPE_ALIASES[key]
+
+
+def gpu_slug(gpu_name: str) -> str:
+    """Short file-name-safe model name: 'NVIDIA H200' -> 'h200', 'NVIDIA RTX A6000' -> 'rtx-a6000'."""
+    tokens = [t for t in re.findall(r"[a-z0-9]+", gpu_name.lower())
+              if t not in ("nvidia", "geforce", "tesla")]
+    if not tokens:
+        return "unknown"
+    if re.fullmatch(r"[a-z]{1,3}\d{2,4}[a-z]?", tokens[0]):  # h100, h200, a100, b200, gb200, l40s
+        return tokens[0]
+    return "-".join(tokens[:2])
+
+
+def driver_version() -> str:
+    """The NVIDIA kernel driver version ('580.159.04'), or 'unknown'."""
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+        match = re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", text)
+        if match:
+            return match.group(1)
+    except OSError:
+        pass
+    try:
+        import pynvml  # optional
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:  # noqa: BLE001 - any failure just means "unknown"
+        return "unknown"
+
+
+def cache_path(gpu_name: str, world_size: int, driver: str | None = None) -> Path:
+    """Where `quickreduce tune` stores its table for this GPU model, world size and driver."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    driver = driver or driver_version()
+    return root / "quickreduce" / f"tune-{gpu_slug(gpu_name)}-w{world_size}-{driver}.json"
+
+
+def builtin_path(gpu_name: str, world_size: int) -> Path:
+    return TUNED_DIR / f"{gpu_slug(gpu_name)}-w{world_size}.json"
+
+
+# --------------------------------------------------------------------------- loading
+
+def load_table(gpu_name: str, world_size: int, driver: str | None = None) -> TuneTable:
+    """The table to use for this GPU model and world size (see the module doc for the order).
+
+    A file that is missing is skipped silently; one that is unreadable or malformed is skipped
+    with a warning. The result is never None: the last resort is `fallback_table`.
+    """
+    candidates = []
+    env_file = os.environ.get("QUICKREDUCE_TUNE_FILE")
+    if env_file:
+        candidates.append(("QUICKREDUCE_TUNE_FILE", Path(env_file)))
+    candidates.append(("cache", cache_path(gpu_name, world_size, driver)))
+    candidates.append(("built-in", builtin_path(gpu_name, world_size)))
+    for kind, path in candidates:
+        if not path.is_file():
+            if kind == "QUICKREDUCE_TUNE_FILE":
+                warnings.warn(f"QUICKREDUCE_TUNE_FILE={path} does not exist; ignoring it",
+                              stacklevel=2)
+            continue
+        try:
+            table = table_from_dict(json.loads(path.read_text()), source=f"{kind}: {path}")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            warnings.warn(f"quickreduce: ignoring tuning file {path}: {exc}", stacklevel=2)
+            continue
+        if table.world_size != world_size or table.gpu != gpu_slug(gpu_name):
+            if kind != "QUICKREDUCE_TUNE_FILE":  # only an explicit file may be borrowed
+                continue
+            warnings.warn(f"quickreduce: {path} was tuned for {table.gpu} x{table.world_size}, "
+                          f"using it on {gpu_slug(gpu_name)} x{world_size}", stacklevel=2)
+        return table
+    return fallback_table(gpu_name, world_size)
+
+
+def table_from_dict(data: dict[str, Any], source: str = "<dict>") -> TuneTable:
+    """Validate a decoded JSON table; raise ValueError on anything malformed."""
+    if data.get("format") != FORMAT_VERSION:
+        raise ValueError(f"unsupported format {data.get('format')!r}, expected {FORMAT_VERSION}")
+    dtypes = {}
+    for name, entries in data["dtypes"].items():
+        dtypes[dtype_name(name)] = _validated_entries(entries)
+    if not dtypes:
+        raise ValueError("table has no dtypes")
+    order = list(data.get("codec_error_order") or DEFAULT_CODEC_ERROR_ORDER)
+    return TuneTable(gpu=str(data["gpu"]), world_size=int(data["world_size"]), dtypes=dtypes,
+                     source=source, measured=bool(data.get("measured", False)),
+                     note=str(data.get("note", "")), codec_error_order=order, raw=data)
+
+
+def _validated_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if not entries:
+        raise ValueError("empty breakpoint list")
+    previous = -1
+    for i, entry in enumerate(entries):
+        limit = entry["max_bytes"]
+        last = i == len(entries) - 1
+        if limit is None and not last:
+            raise ValueError("only the last breakpoint may have max_bytes null")
+        if limit is not None and int(limit) <= previous:
+            raise ValueError("breakpoints must be sorted by max_bytes")
+        previous = -1 if limit is None else int(limit)
+        if entry["lossless"] not in ALGOS:
+            raise ValueError(f"unknown lossless algo {entry['lossless']!r}")
+        for bound, choice in entry.get("lossy", {}).items():
+            algo, codec = choice
+            if algo not in ALGOS or not isinstance(codec, str):
+                raise ValueError(f"bad lossy choice for {bound}: {choice!r}")
+    if entries[-1]["max_bytes"] is not None:
+        raise ValueError("the last breakpoint must have max_bytes null (no upper limit)")
+    return entries
+
+
+def fallback_table(gpu_name: str, world_size: int) -> TuneTable:
+    """For hardware nobody tuned: one-shot only for small messages, NCCL for very large ones,
+    codecs only where the transfer clearly dominates (from 1 MiB)."""
+    codecs = [c for c in DEFAULT_CODEC_ERROR_ORDER if c not in PASSTHROUGH]
+    with_codecs = {c: ["two_shot", c] for c in codecs}
+    entries = [
+        {"max_bytes": 256 << 10, "lossless": "one_shot", "lossy": {}},
+        {"max_bytes": (1 << 20) - 1, "lossless": "two_shot", "lossy": {}},
+        {"max_bytes": 64 << 20, "lossless": "two_shot", "lossy": with_codecs},
+        {"max_bytes": None, "lossless": "nccl", "lossy": with_codecs},
+    ]
+    return TuneTable(gpu=gpu_slug(gpu_name), world_size=world_size,
+                     dtypes={"bf16": entries, "fp16": entries}, source="fallback (hard-coded)",
+                     note="conservative fallback, not measured")
+
+
+# --------------------------------------------------------------------------- choosing
+
+def choose(table: TuneTable, nbytes: int, dtype: Any, bound: str | None = None) -> tuple[str, str]:
+    """(algo, codec) for an all-reduce of `nbytes` bytes of `dtype`.
+
+    `bound` is None (or "fp16"/"bf16"/"lossless") for exact results, else a codec name ("int4")
+    or "auto:int4": then the result may be any method at most as lossy as that codec.
+    The codec returned for exact results is the dtype's own name (passthrough).
+    """
+    dt = dtype_name(dtype)
+    bound = _normalized_bound(bound, table)
+    entries = table.dtypes.get(dt) or next(iter(table.dtypes.values()))
+    entry = next(e for e in entries if e["max_bytes"] is None or nbytes <= e["max_bytes"])
+    if bound is not None and bound in entry.get("lossy", {}):
+        algo, codec = entry["lossy"][bound]
+        return algo, (dt if codec in PASSTHROUGH else codec)
+    return entry["lossless"], dt
+
+
+def _normalized_bound(bound: str | None, table: TuneTable) -> str | None:
+    if bound is None:
+        return None
+    bound = bound.strip().lower()
+    if bound.startswith("auto:"):
+        bound = bound[len("auto:"):]
+    if bound in ("", "auto", "lossless") or bound in PASSTHROUGH:
+        return None
+    if bound not in table.codec_error_order and bound not in DEFAULT_CODEC_ERROR_ORDER:
+        raise ValueError(f"unknown codec bound {bound!r}; known: {', '.join(DEFAULT_CODEC_ERROR_ORDER)}")
+    return bound
+
+
+# --------------------------------------------------------------------------- building (tune)
+
+def codec_errors(measurements: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """Median relative error per lossy codec over all sizes (one number per codec is steadier
+    than per-size errors, which wobble at small sizes)."""
+    per_codec: dict[str, list[float]] = {}
+    for m in measurements:
+        err = m.get("rel_err")
+        if m["codec"] not in PASSTHROUGH and err is not None and math.isfinite(err):
+            per_codec.setdefault(m["codec"], []).append(float(err))
+    return {codec: statistics.median(errs) for codec, errs in per_codec.items()}
+
+
+def error_order(errors: dict[str, float]) -> list[str]:
+    """Codecs from most to least accurate: measured ones by error, unmeasured in default order."""
+    default_rank = {c: i for i, c in enumerate(DEFAULT_CODEC_ERROR_ORDER)}
+    measured = sorted(errors, key=lambda c: (errors[c], default_rank.get(c, 99)))
+    rest = [c for c in DEFAULT_CODEC_ERROR_ORDER if c not in errors and c not in PASSTHROUGH]
+    return ["fp16"] + measured + rest
+
+
+def table_from_measurements(measurements: list[dict[str, Any]], gpu_name: str, world_size: int,
+                            *, driver: str | None = None, note: str = "") -> dict[str, Any]:
+    """Build the JSON table from timed candidates.
+
+    Each measurement: {"dtype", "size", "algo" (one_shot|two_shot|nccl), "codec" (passthrough
+    name or a lossy codec), "time_us", "rel_err"}. A size's breakpoint reaches up to the
+    geometric mean of it and the next measured size; equal neighbours are merged.
+    """
+    errors = codec_errors(measurements)
+    allowed_error = {c: e * (1 + ERROR_TOLERANCE) for c, e in errors.items()}
+    by_dtype: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for m in measurements:
+        if m.get("time_us") is None or not math.isfinite(m["time_us"]):
+            continue
+        by_dtype.setdefault(dtype_name(m["dtype"]), {}).setdefault(int(m["size"]), []).append(m)
+
+    dtypes = {}
+    for dt, by_size in by_dtype.items():
+        sizes = sorted(by_size)
+        entries = []
+        for i, size in enumerate(sizes):
+            rows = by_size[size]
+            exact = [r for r in rows if r["codec"] in PASSTHROUGH]
+            if not exact:
+                continue  # a size without a lossless measurement cannot anchor a breakpoint
+            best_exact = min(exact, key=lambda r: r["time_us"])
+            lossy = {}
+            for bound in errors:
+                ok = exact + [r for r in rows if r["codec"] in errors
+                              and errors[r["codec"]] <= allowed_error[bound]]
+                best = min(ok, key=lambda r: r["time_us"])
+                if best["codec"] not in PASSTHROUGH:
+                    lossy[bound] = [best["algo"], best["codec"]]
+            limit = math.isqrt(size * sizes[i + 1]) if i + 1 < len(sizes) else None
+            entries.append({"max_bytes": limit, "lossless": best_exact["algo"],
+                            "lossy": dict(sorted(lossy.items()))})
+        dtypes[dt] = _merged(entries)
+    if not dtypes:
+        raise ValueError("no usable measurements (every candidate failed or was skipped)")
+    return {
+        "format": FORMAT_VERSION, "gpu": gpu_slug(gpu_name), "gpu_name": gpu_name,
+        "world_size": world_size, "driver": driver or driver_version(), "measured": True,
+        "note": note, "codec_errors": errors, "codec_error_order": error_order(errors),
+        "dtypes": dtypes,
+    }
+
+
+def _merged(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop a breakpoint when the next one makes the same choices (it then covers both)."""
+    merged: list[dict[str, Any]] = []
+    for entry in entries:
+        if merged and (merged[-1]["lossless"], merged[-1]["lossy"]) == (entry["lossless"], entry["lossy"]):
+            merged[-1] = entry
+        else:
+            merged.append(entry)
+    if merged:
+        merged[-1] = {**merged[-1], "max_bytes": None}
+    return merged
+
+
+def save_table(data: dict[str, Any], path: Path) -> Path:
+    """Validate and write a table (atomically), creating the folder; return the path."""
+    table_from_dict(data)  # never write what load_table would reject
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(path.suffix + ".part")
+    partial.write_text(table_to_json(data))
+    partial.replace(path)
+    return path
+
+
+def table_to_json(data: dict[str, Any]) -> str:
+    """JSON text with one breakpoint per line, so a table reads (and diffs) as a table."""
+    lines = ["{"]
+    items = list(data.items())
+    for i, (key, value) in enumerate(items):
+        comma = "," if i + 1 < len(items) else ""
+        if key == "dtypes":
+            lines.append(' "dtypes": {')
+            for j, (dt, entries) in enumerate(value.items()):
+                lines.append(f"  {json.dumps(dt)}: [")
+                lines += [f"   {json.dumps(e)}" + ("," if k + 1 < len(entries) else "")
+                          for k, e in enumerate(entries)]
+                lines.append("  ]" + ("," if j + 1 < len(value) else ""))
+            lines.append(" }" + comma)
+        else:
+            lines.append(f" {json.dumps(key)}: {json.dumps(value)}{comma}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
