@@ -58,7 +58,7 @@ def test_bus_bandwidth_follows_nccl_tests():
 def _rows():
     rows = []
     for size in (8 * K, 64 * M):
-        for method, factor, err in (("nccl", 1.0, 1.8e-3), ("symm_two_shot", 0.8, 1.8e-3),
+        for method, factor, err in (("nccl", 1.0, 1.8e-3), ("symm_mem_two_shot", 0.8, 1.8e-3),
                                     ("qr_two_shot", 0.7, 1.8e-3), ("qr_int4", 0.4, 0.138)):
             rows.append({"size": size, "method": method, "time_us": (10 + size / 3e5) * factor,
                          "rel_err": err, "identical": True, "lossy": method == "qr_int4",
@@ -106,7 +106,8 @@ def test_csv_round_trip(tmp_path):
     rows[2]["identical"] = False
     path = write_csv(rows, tmp_path / "sub" / "r.csv")
     header = path.read_text().splitlines()[0].split(",")
-    assert header == report.CSV_COLUMNS
+    assert header == [report._CSV_HEADER.get(c, c) for c in report.CSV_COLUMNS]
+    assert {"size_bytes", "dtype", "world_size", "method", "time_us", "busbw_gbs", "speedup_vs_nccl", "rel_err"} <= set(header)
     back = read_csv(path)
     assert len(back) == len(rows)
     assert back[1]["rel_err"] is None and back[2]["identical"] is False and back[0]["identical"]
@@ -119,7 +120,7 @@ def test_read_csv_of_the_peers_kit(tmp_path):
     path.write_text("size_bytes,method,time_us,rel_err,speedup_vs_nccl\n"
                     "8192,nccl,11.95,1.81e-03,1.000\n8192,symm_mem_two_shot,6.33,1.81e-03,1.889\n")
     rows = read_csv(path)
-    assert [r["method"] for r in rows] == ["nccl", "symm_two_shot"]
+    assert [r["method"] for r in rows] == ["nccl", "symm_mem_two_shot"]
     assert rows[1]["size"] == 8192 and rows[1]["vs_nccl"] == pytest.approx(1.889)
 
 
@@ -184,7 +185,7 @@ def test_every_listed_method_has_an_adapter():
     for name, lossy in report.METHOD_LOSSY.items():
         method = methods.make_method(name)
         assert method.name == name and method.lossy == lossy
-    assert methods.make_method("nccl").inplace and methods.make_method("symm_two_shot").inplace
+    assert methods.make_method("nccl").inplace and methods.make_method("symm_mem_two_shot").inplace
     assert not methods.make_method("qr_two_shot").inplace
     with pytest.raises(KeyError):
         methods.make_method("nope")
@@ -237,7 +238,14 @@ def test_tune_rows_to_measurements():
     assert lines[2] == ["bf16", "1M..inf", "two_shot", "(lossless)", "two_shot/int4"]
 
 
-def test_choose_from_the_builtin_table():
+def test_choose_from_a_table_file(tmp_path, monkeypatch):
+    from quickreduce import tuning
+
+    path = tuning.save_table({"format": 1, "gpu": "h200", "world_size": 2, "dtypes": {"bf16": [
+        {"max_bytes": M - 1, "lossless": "one_shot", "lossy": {}},
+        {"max_bytes": None, "lossless": "two_shot", "lossy": {"int4": ["two_shot", "int4"]}}]}},
+        tmp_path / "t.json")
+    monkeypatch.setenv("QUICKREDUCE_TUNE_FILE", str(path))
     table = load_table("NVIDIA H200", 2, driver="none")
     assert choose(table, 8 * K, "bf16") == ("one_shot", "bf16")
     assert choose(table, 256 * M, "bf16", "auto:int4") == ("two_shot", "int4")
@@ -302,6 +310,9 @@ class _FakeEvent:
     def elapsed_time(self, other):
         return (other.t - self.t) * 1e3
 
+    def synchronize(self):
+        pass
+
 
 class _FakeGraph:
     def replay(self):
@@ -358,7 +369,7 @@ def test_sweep_on_cpu_ranks(tmp_path):
     from quickreduce.cli.harness import SweepConfig
 
     partial = tmp_path / "partial.csv"
-    config = SweepConfig(methods=["nccl", "symm_two_shot", "qr_two_shot", "broken", "scaled", "small"],
+    config = SweepConfig(methods=["nccl", "symm_mem_two_shot", "qr_two_shot", "broken", "scaled", "small"],
                          sizes=[8 * K, 64 * K, M], dtypes=["bf16"], iters=(4, 3, 2), replays=3,
                          partial_csv=str(partial), verbose=False)
     result = launch.spawn(_sweep_on_cpu, 2, config, backend="gloo", timeout_s=240)
@@ -376,7 +387,7 @@ def test_sweep_on_cpu_ranks(tmp_path):
     assert rows[("scaled", 8 * K)]["calls"] == 4
     notes = "\n".join(result["notes"])
     assert "broken: failed at 8K" in notes and "kaboom" in notes
-    assert "symm_two_shot: not run" in notes and "qr_two_shot: not run" in notes
+    assert "symm_mem_two_shot: not run" in notes and "qr_two_shot: not run" in notes
     assert "small: skipped at 1M: too big" in notes
     assert len(read_csv(partial)) == len(rows)
     assert not any(math.isnan(r["time_us"]) for r in result["rows"])

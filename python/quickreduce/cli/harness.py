@@ -10,9 +10,11 @@ Timing, per (size, method):
   several times the L2 cache. In-place methods (NCCL, symm two-shot) get B = K and fresh random
   inputs before each replay, outside the events: repeated in-place sums would otherwise grow
   every replay until they saturate to inf, and uniform data can move faster than real data.
-- A GPU sleep is queued before the replays, so the host enqueues them all while the GPU waits
-  and no launch gap lands inside an event pair; the first (warm-up) collective then lines the
-  ranks up, and they stay in step.
+- Every replay starts after a barrier (CUDA sync + dist.barrier), as the baselines were taken:
+  replays run back to back read NCCL ~5 us/call slower at small sizes (measured 2x H200,
+  2026-11-22: 8 KB 16.1 vs 10.9 us; symm_mem unaffected). A short GPU sleep after the barrier
+  lets the host enqueue refill, events and replay before the GPU reaches them, so no host
+  launch gap lands inside the event pair.
 
 Correctness, per (size, method): relative L2 error of one eager call against the float64 sum of
 all ranks' inputs (all-gathered), and whether every rank holds bitwise the same result.
@@ -36,7 +38,7 @@ from .report import complete_rows, human_size, write_csv
 
 L2_MULTIPLE = 4  # data touched per replay, in L2 sizes
 DEFAULT_L2_BYTES = 60 << 20
-SLEEP_CYCLES = 2_000_000  # ~1 ms at H200 clocks: room for the host to enqueue every replay
+SLEEP_CYCLES = 200_000  # ~0.1 ms at H200 clocks: room for the host to enqueue one replay
 CHECK_CHUNK = 16 << 20  # elements per chunk of the float64 error and equality checks
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -215,19 +217,20 @@ def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tens
 def _time_graph(ctx: RunContext, graph, calls: int, warmup: int, replays: int,
                 refill: Callable[[], None] | None) -> float:
     """Microseconds per call: median replay time / calls, slowest rank."""
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(warmup + replays)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(warmup + replays)]
-    _barrier(ctx)
-    if hasattr(torch.cuda, "_sleep"):
-        torch.cuda._sleep(SLEEP_CYCLES)
-    for start, end in zip(starts, ends):
+    times_ms = []
+    for _ in range(warmup + replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if refill is not None:
             refill()
+        _barrier(ctx)
+        if hasattr(torch.cuda, "_sleep"):
+            torch.cuda._sleep(SLEEP_CYCLES)
         start.record()
         graph.replay()
         end.record()
-    torch.cuda.synchronize()
-    times_ms = [s.elapsed_time(e) for s, e in zip(starts[warmup:], ends[warmup:])]
+        end.synchronize()
+        times_ms.append(start.elapsed_time(end))
+    times_ms = times_ms[warmup:]
     local = torch.tensor([statistics.median(times_ms) * 1e3 / calls], device=ctx.device)
     dist.all_reduce(local, op=dist.ReduceOp.MAX, group=ctx.group)
     return float(local.item())

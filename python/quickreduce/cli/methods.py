@@ -196,8 +196,8 @@ def close_shared(ctx: RunContext) -> None:
 def _own_methods() -> dict[str, Callable[[], Method]]:
     methods: dict[str, Callable[[], Method]] = {
         "nccl": NcclMethod,
-        "symm_one_shot": lambda: SymmMemMethod("symm_one_shot", "one_shot"),
-        "symm_two_shot": lambda: SymmMemMethod("symm_two_shot", "two_shot"),
+        "symm_mem_one_shot": lambda: SymmMemMethod("symm_mem_one_shot", "one_shot"),
+        "symm_mem_two_shot": lambda: SymmMemMethod("symm_mem_two_shot", "two_shot"),
         "qr_one_shot": lambda: QuickReduceMethod("qr_one_shot", "one_shot", None),
         "qr_two_shot": lambda: QuickReduceMethod("qr_two_shot", "two_shot", None),
         "qr_auto": lambda: QuickReduceMethod("qr_auto", "auto", "auto"),

@@ -17,7 +17,7 @@ CSV_COLUMNS = ["size", "count", "type", "method", "time_us", "algbw_GBps", "busb
 
 # Display order and lossy flag of every method `quickreduce bench` knows.
 METHOD_LOSSY = {
-    "nccl": False, "symm_one_shot": False, "symm_two_shot": False, "vllm_custom": False,
+    "nccl": False, "symm_mem_one_shot": False, "symm_mem_two_shot": False, "vllm_custom": False,
     "trtllm_one_shot": False, "trtllm_one_shot_pdl": False, "trtllm_two_shot": False,
     "qr_one_shot": False, "qr_two_shot": False, "qr_auto": False,
     "flashinfer_fp8": True, "qr_int8": True, "qr_fp8": True, "qr_int6": True, "qr_int4": True,
@@ -267,18 +267,21 @@ def make_console():
 _CSV_FORMATS = {"time_us": "{:.3f}", "algbw_GBps": "{:.3f}", "busbw_GBps": "{:.3f}",
                 "vs_nccl": "{:.4f}", "rel_err": "{:.4e}"}
 # Columns and method names of other CSVs (shared/peers/h200-x2.csv) mapped onto ours.
-_CSV_ALIASES = {"size_bytes": "size", "speedup_vs_nccl": "vs_nccl"}
-_METHOD_ALIASES = {"symm_mem_one_shot": "symm_one_shot", "symm_mem_two_shot": "symm_two_shot"}
+_CSV_ALIASES = {"size_bytes": "size", "speedup_vs_nccl": "vs_nccl", "busbw_gbs": "busbw_GBps", "algbw_gbs": "algbw_GBps"}
+# Names the CSV is written with (the ones the project's issues fix); read_csv maps them back.
+_CSV_HEADER = {"size": "size_bytes", "vs_nccl": "speedup_vs_nccl", "busbw_GBps": "busbw_gbs", "algbw_GBps": "algbw_gbs"}
+_METHOD_ALIASES = {"symm_one_shot": "symm_mem_one_shot", "symm_two_shot": "symm_mem_two_shot"}
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path | str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+        header = [_CSV_HEADER.get(col, col) for col in CSV_COLUMNS]
+        writer = csv.DictWriter(f, fieldnames=header, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
-            writer.writerow({col: _csv_cell(col, row.get(col)) for col in CSV_COLUMNS})
+            writer.writerow({_CSV_HEADER.get(col, col): _csv_cell(col, row.get(col)) for col in CSV_COLUMNS})
     return path
 
 
@@ -323,7 +326,7 @@ def _parse_cell(key: str, text: str | None) -> Any:
 # --------------------------------------------------------------------------- plots
 
 _COLORS = {  # families share a hue: peers warm, torch/NCCL grey/black, quickreduce cool
-    "nccl": "black", "symm_one_shot": "#7f7f7f", "symm_two_shot": "#bcbcbc",
+    "nccl": "black", "symm_mem_one_shot": "#7f7f7f", "symm_mem_two_shot": "#bcbcbc",
     "vllm_custom": "#8c564b", "trtllm_one_shot": "#d62728", "trtllm_one_shot_pdl": "#ff7f0e",
     "trtllm_two_shot": "#e377c2", "flashinfer_fp8": "#bcbd22",
     "qr_one_shot": "#1f77b4", "qr_two_shot": "#17becf", "qr_auto": "#2ca02c",
