@@ -25,6 +25,16 @@ cudaError_t launch(Kernel kernel, int blocks, int threads, const AllReduceArgs& 
 
 }  // namespace
 
+__global__ void fill_u32_kernel(uint32_t* ptr, size_t count, uint32_t value) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
+    ptr[i] = value;
+}
+
+cudaError_t launch_fill_u32(uint32_t* ptr, size_t count, uint32_t value, cudaStream_t stream) {
+  fill_u32_kernel<<<264, 512, 0, stream>>>(ptr, count, value);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t stream) {
   return dispatch_dtype(dtype, [&](auto d) {
     return launch(one_shot_kernel<decltype(d)::value>, kOneShotBlocks, kOneShotThreads, args, stream);

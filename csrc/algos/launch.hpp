@@ -12,6 +12,7 @@
 namespace qr {
 
 cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t stream);
+cudaError_t launch_fill_u32(uint32_t* ptr, size_t count, uint32_t value, cudaStream_t stream);
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream);
 
 }  // namespace qr

@@ -1,16 +1,17 @@
-// One-shot all-reduce for small messages: one NVLink crossing, no barrier.
+// One-shot all-reduce for small messages: one NVLink crossing, no barrier, no flag.
 //
-// Every rank pushes its whole payload to every peer as LL packets (16-byte stores of 8 data bytes
-// interleaved with the call's epoch twice), then reduces locally in rank order 0..W-1, polling its
-// own memory until each packet carries this call's epoch. Data and flag travel in one store, so
-// no separate signal or barrier is needed, and nothing is ever cleared: a stale packet carries an
-// older epoch.
+// Every rank pushes its whole tensor into every peer's buffer with 16-byte stores, then sums in
+// rank order 0..W-1, polling its own memory until each 16-byte vector has arrived. "Arrived" is
+// read off the data itself (the Lamport scheme TensorRT-LLM uses): an empty buffer holds -0.0
+// (0x8000) in every 16-bit half, and senders turn a real -0.0 into +0.0, so a vector with no
+// sentinel half is complete. (Only the sign of a zero result can differ from the plain sum.)
 //
-// Buffers: ll[parity][src][packet] on each rank. Double-buffered by epoch parity: a rank can be at
-// most one call ahead of a peer still reading (it cannot finish call k+1 before that peer sent its
-// packets of k+1, i.e. finished call k), so call k+2 may reuse call k's half.
-// Epochs: one per CTA, advanced by that CTA; the grid is fixed (kOneShotBlocks) so packet p is always
-// handled by the same CTA on every rank and in every call.
+// Buffers: lamport[3][src][vector] on each rank; call epoch e uses buffer e % 3 and clears the
+// one its previous call used (e - 1) % 3. Safe because a rank is at most one call ahead of a
+// peer (it cannot finish call k+1 before that peer sent its data of k+1, i.e. finished call k):
+// the earliest write into a buffer after it is cleared comes three calls later.
+// Epochs: one per CTA, advanced by that CTA; the grid is fixed (kOneShotBlocks) so vector p is
+// always handled by the same CTA on every rank and in every call, whatever the message size.
 #pragma once
 #include "algos/args.hpp"
 #include "algos/common.cuh"
@@ -18,22 +19,45 @@
 
 namespace qr {
 
-template <DType D>
-__device__ __forceinline__ uint2 load_packet(const uint16_t* in, size_t p, size_t numel) {
-  size_t idx = p * 4;
-  if (idx + 4 <= numel) return *reinterpret_cast<const uint2*>(in + idx);
-  uint16_t h[4];
+// 8 values of the input (zeros past the end), with -0.0 made +0.0 so no half is the sentinel.
+__device__ __forceinline__ uint4 load_vector(const uint16_t* in, size_t p, size_t numel) {
+  size_t idx = p * kLaneValues;
+  uint4 v;
+  if (idx + kLaneValues <= numel) {
+    v = *reinterpret_cast<const uint4*>(in + idx);
+  } else {
+    uint32_t w[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) h[i] = idx + i < numel ? in[idx + i] : uint16_t(0);
-  return make_uint2(h[0] | (uint32_t(h[1]) << 16), h[2] | (uint32_t(h[3]) << 16));
+    for (int i = 0; i < 4; ++i) {
+      uint32_t lo = idx + 2 * i < numel ? in[idx + 2 * i] : 0u;
+      uint32_t hi = idx + 2 * i + 1 < numel ? in[idx + 2 * i + 1] : 0u;
+      w[i] = lo | (hi << 16);
+    }
+    v = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+  auto clean = [](uint32_t w) {
+    if ((w & 0xffffu) == 0x8000u) w &= 0xffff0000u;
+    if ((w >> 16) == 0x8000u) w &= 0x0000ffffu;
+    return w;
+  };
+  return make_uint4(clean(v.x), clean(v.y), clean(v.z), clean(v.w));
+}
+
+__device__ __forceinline__ bool has_sentinel(uint32_t w) {
+  return (w & 0xffffu) == 0x8000u || (w >> 16) == 0x8000u;
+}
+__device__ __forceinline__ bool vector_arrived(const uint4& v) {
+  return !(has_sentinel(v.x) || has_sentinel(v.y) || has_sentinel(v.z) || has_sentinel(v.w));
 }
 
 template <DType D>
-__device__ __forceinline__ void accumulate_packet(float acc[4], uint2 v) {
-  acc[0] += to_float<D>(uint16_t(v.x & 0xffffu));
-  acc[1] += to_float<D>(uint16_t(v.x >> 16));
-  acc[2] += to_float<D>(uint16_t(v.y & 0xffffu));
-  acc[3] += to_float<D>(uint16_t(v.y >> 16));
+__device__ __forceinline__ void accumulate_vector(float acc[kLaneValues], const uint4& v) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    acc[2 * i] += to_float<D>(uint16_t(w[i] & 0xffffu));
+    acc[2 * i + 1] += to_float<D>(uint16_t(w[i] >> 16));
+  }
 }
 
 template <DType D>
@@ -44,58 +68,58 @@ __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs
   // No abort check here: it would put a dependent load before the first send. A broken
   // communicator's waits see the abort word within 64 polls and return.
   const uint32_t prev = ctrl->one_shot_epoch[blockIdx.x];
+  const size_t prev_vectors = ctrl->one_shot_prev_vectors[blockIdx.x];
   const uint32_t epoch = prev >= kEpochPeriod ? 1u : prev + 1u;
   const int W = a.world_size, me = a.rank;
-  const size_t P = a.layout.ll_packets;
-  const size_t half = size_t(W) * P;  // packets in one parity half
-  const size_t parity_base = (epoch & 1u) * half;
+  const size_t V = a.layout.lamport_vectors;
+  const size_t buffer = size_t(epoch % kLamportBuffers) * W * V;
+  const size_t previous = size_t((epoch + kLamportBuffers - 1) % kLamportBuffers) * W * V;
   const auto* in = static_cast<const uint16_t*>(a.in);
   auto* out = static_cast<uint16_t*>(a.out);
-  const size_t packets = (a.numel + 3) / 4;
+  const size_t vectors = (a.numel + kLaneValues - 1) / kLaneValues;
   const size_t stride = size_t(kOneShotBlocks) * kOneShotThreads;
   const size_t first = size_t(blockIdx.x) * kOneShotThreads + threadIdx.x;
 
-  for (size_t p = first; p < packets; p += stride) {
-    uint2 v = load_packet<D>(in, p, a.numel);
-    uint4 pkt = make_uint4(v.x, epoch, v.y, epoch);
+  for (size_t p = first; p < vectors; p += stride) {
+    uint4 v = load_vector(in, p, a.numel);
     for (int j = 1; j < W; ++j) {
       int d = me + j < W ? me + j : me + j - W;
-      auto* ll = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.ll);
-      st_volatile_v4(ll + parity_base + size_t(me) * P + p, pkt);
+      auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.lamport);
+      st_volatile_v4(dst + buffer + size_t(me) * V + p, v);
     }
   }
 
   WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
-  const auto* ll = reinterpret_cast<const uint4*>(a.workspaces[me] + a.layout.ll);
+  auto* local = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.lamport);
   bool ok = true;
-  for (size_t p = first; ok && p < packets; p += stride) {
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (size_t p = first; ok && p < vectors; p += stride) {
+    float acc[kLaneValues] = {};
     for (int src = 0; src < W; ++src) {  // fixed order: every rank rounds the same sum
+      uint4 v;
       if (src == me) {
-        accumulate_packet<D>(acc, load_packet<D>(in, p, a.numel));
-        continue;
+        v = load_vector(in, p, a.numel);
+      } else {
+        const uint4* slot = local + buffer + size_t(src) * V + p;
+        ok = spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return vector_arrived(x); }, v,
+                        src, epoch, 0);
+        if (!ok) break;
       }
-      const uint4* slot = ll + parity_base + size_t(src) * P + p;
-      uint4 got;
-      ok = spin_until(w, [&] { return ld_volatile_v4(slot); },
-                      [&](uint4 x) { return x.y == epoch && x.w == epoch; }, got, src, epoch, 0);
-      if (!ok) break;
-      accumulate_packet<D>(acc, make_uint2(got.x, got.z));
+      accumulate_vector<D>(acc, v);
     }
-    if (!ok) break;
-    size_t idx = p * 4;
-    uint16_t h[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = from_float<D>(acc[i]);
-    if (idx + 4 <= a.numel) {
-      *reinterpret_cast<uint2*>(out + idx) = make_uint2(h[0] | (uint32_t(h[1]) << 16), h[2] | (uint32_t(h[3]) << 16));
-    } else {
-      for (int i = 0; i < 4; ++i)
-        if (idx + i < a.numel) out[idx + i] = h[i];
-    }
+    if (ok) store_lane<D>(out, p * kLaneValues, a.numel, acc);
   }
+
+  // Empty the buffer of this CTA's previous call (its peers have long stopped writing it).
+  const uint4 empty = make_uint4(kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty);
+  for (size_t p = first; p < prev_vectors; p += stride)
+    for (int src = 0; src < W; ++src)
+      if (src != me) local[previous + size_t(src) * V + p] = empty;
+
   __syncthreads();
-  if (threadIdx.x == 0) ctrl->one_shot_epoch[blockIdx.x] = epoch;
+  if (threadIdx.x == 0) {
+    ctrl->one_shot_epoch[blockIdx.x] = epoch;
+    ctrl->one_shot_prev_vectors[blockIdx.x] = uint32_t(vectors);
+  }
 }
 
 }  // namespace qr

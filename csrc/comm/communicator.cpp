@@ -49,8 +49,11 @@ Communicator::Communicator(int rank, int world_size, int device, size_t max_byte
   layout_ = WorkspaceLayout::make(world_size, max_bytes);
   DeviceGuard guard(device);
   QR_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&workspace_), layout_.total));
-  // Flags and packets must start at 0: epochs never take that value.
-  QR_CUDA_CHECK(cudaMemset(workspace_, 0, layout_.ll + 2 * size_t(world_size) * layout_.ll_packets * 16));
+  // Control words and flags start at 0 (epochs never take that value); the one-shot's buffers
+  // start empty (the sentinel).
+  QR_CUDA_CHECK(cudaMemset(workspace_, 0, layout_.lamport));
+  QR_CUDA_CHECK(launch_fill_u32(reinterpret_cast<uint32_t*>(workspace_ + layout_.lamport),
+                                layout_.lamport_bytes(world_size) / 4, kLamportEmpty, nullptr));
   QR_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&record_host_), sizeof(ErrorRecord), cudaHostAllocMapped));
   std::memset(record_host_, 0, sizeof(ErrorRecord));
   QR_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&record_device_), record_host_, 0));

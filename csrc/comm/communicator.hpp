@@ -44,7 +44,7 @@ class Communicator {
   int device() const { return device_; }
   size_t max_bytes() const { return max_bytes_; }
   size_t workspace_bytes() const { return layout_.total; }
-  size_t one_shot_max_bytes() const { return layout_.ll_packets * 8; }
+  size_t one_shot_max_bytes() const { return layout_.lamport_vectors * 16; }
   bool is_open() const { return peers_open_ && !closed_; }
   bool is_broken() const { return broken_; }
 

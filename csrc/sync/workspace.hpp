@@ -4,7 +4,8 @@
 //   [control]   epochs and counters this rank alone touches
 //   [rs_flags]  [tile][src] u32: peers signal "my slice of tile t is in your rs_data"
 //   [ag_flags]  [tile][src] u32: owners signal "reduced slice of tile t is in your ag_data"
-//   [ll]        [parity][src][packet] 16-byte packets of the one-shot (data + epoch together)
+//   [lamport]   [3 buffers][src][vector] 16-byte vectors of the one-shot; "empty" = every
+//               16-bit half holds the sentinel 0x8000 (-0.0), which real data never carries
 //   [rs_data]   [tile][src] encoded slices sent to this rank, the slice's owner
 //   [ag_data]   [tile][src] encoded reduced slices broadcast by their owners
 #pragma once
@@ -26,18 +27,22 @@ struct ControlBlock {
   uint32_t two_shot_done;   // CTAs finished in the current two-shot call
   uint32_t abort;           // set by the first wait that times out; later calls return at once
   uint32_t pad;
-  uint32_t one_shot_epoch[kOneShotBlocks];  // per CTA, advanced by that CTA
+  uint32_t one_shot_epoch[kOneShotBlocks];      // per CTA, advanced by that CTA
+  uint32_t one_shot_prev_vectors[kOneShotBlocks];  // vectors of that CTA's previous call, to clear
 };
 
-// Epochs cycle through 1..kEpochPeriod: never 0 (fresh memory), and with an even period the
-// parity alternates even across the wrap, which the one-shot's double buffer relies on.
-constexpr uint32_t kEpochPeriod = 1u << 30;
+// Epochs cycle through 1..kEpochPeriod: never 0 (fresh memory), and with a period divisible by
+// 6, epoch % 3 (the one-shot's buffer) and the parity keep cycling even across the wrap.
+constexpr uint32_t kEpochPeriod = 3u << 29;
+constexpr uint32_t kLamportEmpty = 0x80008000u;  // two -0.0 halves: "not arrived yet"
+constexpr int kLamportBuffers = 3;
 
 inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 struct WorkspaceLayout {
-  size_t control, rs_flags, ag_flags, ll, rs_data, ag_data, total;
-  size_t max_tiles, ll_packets;
+  size_t lamport_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * lamport_vectors * 16; }
+  size_t control, rs_flags, ag_flags, lamport, rs_data, ag_data, total;
+  size_t max_tiles, lamport_vectors;  // lamport_vectors: per buffer and source
 
   static WorkspaceLayout make(int world_size, size_t max_bytes) {
     WorkspaceLayout w{};
@@ -45,13 +50,13 @@ struct WorkspaceLayout {
     size_t min_tile_values = size_t(world_size) * kTwoShotMinThreads * 8;
     w.max_tiles = (max_values + min_tile_values - 1) / min_tile_values;
     size_t one_shot_bytes = max_bytes < kOneShotMaxBytes ? max_bytes : kOneShotMaxBytes;
-    w.ll_packets = align_up(one_shot_bytes, 8) / 8;  // 8 payload bytes per packet
+    w.lamport_vectors = align_up(one_shot_bytes, 16) / 16;
     size_t off = 0;
     auto take = [&](size_t bytes) { size_t at = off; off = align_up(off + bytes, 256); return at; };
     w.control = take(sizeof(ControlBlock));
     w.rs_flags = take(w.max_tiles * world_size * 4);
     w.ag_flags = take(w.max_tiles * world_size * 4);
-    w.ll = take(2 * size_t(world_size) * w.ll_packets * 16);
+    w.lamport = take(size_t(kLamportBuffers) * world_size * w.lamport_vectors * 16);
     // Data slots: at most the message itself plus one partly filled tile of the largest CTA.
     size_t slack = size_t(world_size) * kTwoShotMaxThreads * 8 * 2;
     w.rs_data = take(max_bytes + slack);
