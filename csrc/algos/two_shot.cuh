@@ -121,9 +121,13 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
   // handshake per tile put two round trips on every tile's critical path: 2x slower at 1 GB.)
   const size_t lane_offset = size_t(lane) * kLaneValues;
   const size_t my_tiles = blockIdx.x < num_tiles ? (num_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-  // Auto (groups = 0): one group per 64 tiles, at most kTwoShotGroups: each handshake costs a
-  // round trip, which only pays off when a CTA has many tiles (measured, bench/NOTES.md).
-  const size_t n_groups = a.groups > 0 ? size_t(a.groups) : min(size_t(kTwoShotGroups), max(size_t(1), my_tiles / 64));
+  // Auto (groups = 0): one group per kTwoShotGroupBytes this CTA pushes per phase, at most
+  // kTwoShotGroups. Each handshake costs a round trip, which only pays off once a group moves
+  // enough bytes to hide it (measured 2x H200: 16 groups win at 1 GiB/256 MB passthrough, lose
+  // at 64 MB where a group would hold one tile; bench/NOTES.md).
+  const size_t push_bytes = my_tiles * size_t(W - 1) * sl.total;
+  const size_t n_groups = a.groups > 0 ? size_t(a.groups)
+                                       : min(size_t(kTwoShotGroups), max(size_t(1), push_bytes / kTwoShotGroupBytes));
   const size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
   const size_t groups = (my_tiles + per_group - 1) / per_group;
   auto tile_of = [&](size_t g, size_t i) { return blockIdx.x + (g * per_group + i) * gridDim.x; };

@@ -10,12 +10,20 @@ template <int kBits>
 struct IntQuant {
   static constexpr int kQMax = (1 << (kBits - 1)) - 1;
   static constexpr float kDivisor = float(kQMax);
+  // Round-to-nearest-even by the adder instead of rint + float->int conversion (conversions run
+  // at 1/8 of the FP32 rate on Hopper and dominated the codec's time): adding 1.5 * 2^23 leaves
+  // round(c) in the low mantissa bits for |c| < 2^22. Same result as rint, on host and device.
+  static constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  static constexpr uint32_t kMagicBits = 0x4B400000u;
   // Biased code in [0, 2*qmax]: unsigned fields pack without sign extension.
   QR_HD static uint32_t quantize(float v, float inv_scale) {
-    float q = round_half_even(clampf(v * inv_scale, -kDivisor, kDivisor));
-    return uint32_t(int(q) + kQMax);
+    float c = clampf(v * inv_scale, -kDivisor, kDivisor);
+    return float_bits(c + kMagic) - kMagicBits + uint32_t(kQMax);
   }
-  QR_HD static float dequantize(uint32_t code, float scale) { return float(int(code) - kQMax) * scale; }
+  // (code - qmax) as a float, exactly, by the inverse trick: an integer add and a float add.
+  QR_HD static float dequantize(uint32_t code, float scale) {
+    return (bits_float(kMagicBits + code) - (kMagic + kDivisor)) * scale;
+  }
 };
 
 struct Int8Codec {

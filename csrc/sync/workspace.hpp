@@ -20,7 +20,8 @@ constexpr int kOneShotThreads = 512;
 constexpr size_t kOneShotMaxBytes = size_t(4) << 20;  // largest message the one-shot accepts
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
-constexpr int kTwoShotGroups = 8;  // pipeline groups per CTA (measured: see bench/NOTES.md)
+constexpr int kTwoShotGroups = 16;  // most pipeline groups per CTA (measured: see bench/NOTES.md)
+constexpr size_t kTwoShotGroupBytes = 64 << 10;  // bytes a CTA pushes per group and phase, at least
 
 struct ControlBlock {
   uint32_t two_shot_epoch;  // advanced by the last CTA of each two-shot call
