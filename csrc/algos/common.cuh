@@ -24,10 +24,10 @@ template <DType D>
 __device__ __forceinline__ void store_lane(uint16_t* out, size_t idx, size_t numel, const float v[kLaneValues]) {
   if (idx + kLaneValues <= numel) {
     uint4 w;
-    w.x = from_float<D>(v[0]) | (uint32_t(from_float<D>(v[1])) << 16);
-    w.y = from_float<D>(v[2]) | (uint32_t(from_float<D>(v[3])) << 16);
-    w.z = from_float<D>(v[4]) | (uint32_t(from_float<D>(v[5])) << 16);
-    w.w = from_float<D>(v[6]) | (uint32_t(from_float<D>(v[7])) << 16);
+    w.x = pack2<D>(v[0], v[1]);
+    w.y = pack2<D>(v[2], v[3]);
+    w.z = pack2<D>(v[4], v[5]);
+    w.w = pack2<D>(v[6], v[7]);
     *reinterpret_cast<uint4*>(out + idx) = w;
   } else {
 #pragma unroll

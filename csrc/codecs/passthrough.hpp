@@ -14,14 +14,11 @@ struct PassthroughCodec {
 
   template <DType D>
   QR_HD static Packed encode(const float v[kLaneValues], float /*inv_scale*/) {
-    uint16_t h[kLaneValues];
-#pragma unroll
-    for (int i = 0; i < kLaneValues; ++i) h[i] = from_float<D>(v[i]);
     Packed p;
-    p.a.x = h[0] | (uint32_t(h[1]) << 16);
-    p.a.y = h[2] | (uint32_t(h[3]) << 16);
-    p.a.z = h[4] | (uint32_t(h[5]) << 16);
-    p.a.w = h[6] | (uint32_t(h[7]) << 16);
+    p.a.x = pack2<D>(v[0], v[1]);
+    p.a.y = pack2<D>(v[2], v[3]);
+    p.a.z = pack2<D>(v[4], v[5]);
+    p.a.w = pack2<D>(v[6], v[7]);
     return p;
   }
   template <DType D>

@@ -106,6 +106,22 @@ QR_HD uint16_t from_float(float f) {
   else return float_to_bf16(f);
 }
 
+// Two floats -> two 16-bit values in one word (low half = a), one paired conversion on the device.
+template <DType D>
+QR_HD uint32_t pack2(float a, float b) {
+#if QR_DEVICE_COMPILE
+  if constexpr (D == DType::kFloat16) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+#else
+  return uint32_t(from_float<D>(a)) | (uint32_t(from_float<D>(b)) << 16);
+#endif
+}
+
 // ---- fp8 e4m3fn (OCP): max 448, no inf, NaN = 0x7f ----
 constexpr float kE4m3Max = 448.0f;
 QR_HD uint8_t float_to_e4m3(float f) {  // RNE, saturating to +-448 (satfinite)
