@@ -4,27 +4,19 @@
 
 namespace qr {
 
-// The 16 bytes of one lane (zeros past the end of the tensor), without converting them yet, so a
-// caller can have several loads in flight before it needs any.
-__device__ __forceinline__ uint4 load_raw(const uint16_t* in, size_t idx, size_t numel) {
-  if (idx + kLaneValues <= numel) return *reinterpret_cast<const uint4*>(in + idx);
-  uint32_t w[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    uint32_t lo = idx + 2 * i < numel ? in[idx + 2 * i] : 0u;
-    uint32_t hi = idx + 2 * i + 1 < numel ? in[idx + 2 * i + 1] : 0u;
-    w[i] = lo | (hi << 16);
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
 template <DType D>
-__device__ __forceinline__ void unpack(const uint4& raw, float v[kLaneValues]) {
-  const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+__device__ __forceinline__ void load_lane(const uint16_t* in, size_t idx, size_t numel, float v[kLaneValues]) {
+  if (idx + kLaneValues <= numel) {
+    uint4 w = *reinterpret_cast<const uint4*>(in + idx);
+    const uint32_t u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    v[2 * i] = to_float<D>(uint16_t(u[i] & 0xffffu));
-    v[2 * i + 1] = to_float<D>(uint16_t(u[i] >> 16));
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = to_float<D>(uint16_t(u[i] & 0xffffu));
+      v[2 * i + 1] = to_float<D>(uint16_t(u[i] >> 16));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kLaneValues; ++i) v[i] = idx + i < numel ? to_float<D>(in[idx + i]) : 0.0f;
   }
 }
 

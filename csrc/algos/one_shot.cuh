@@ -21,7 +21,20 @@ namespace qr {
 
 // 8 values of the input (zeros past the end), with -0.0 made +0.0 so no half is the sentinel.
 __device__ __forceinline__ uint4 load_vector(const uint16_t* in, size_t p, size_t numel) {
-  uint4 v = load_raw(in, p * kLaneValues, numel);
+  size_t idx = p * kLaneValues;
+  uint4 v;
+  if (idx + kLaneValues <= numel) {
+    v = *reinterpret_cast<const uint4*>(in + idx);
+  } else {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t lo = idx + 2 * i < numel ? in[idx + 2 * i] : 0u;
+      uint32_t hi = idx + 2 * i + 1 < numel ? in[idx + 2 * i + 1] : 0u;
+      w[i] = lo | (hi << 16);
+    }
+    v = make_uint4(w[0], w[1], w[2], w[3]);
+  }
   auto clean = [](uint32_t w) {
     if ((w & 0xffffu) == 0x8000u) w &= 0xffff0000u;
     if ((w >> 16) == 0x8000u) w &= 0x0000ffffu;

@@ -133,32 +133,16 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
   auto tile_of = [&](size_t g, size_t i) { return blockIdx.x + (g * per_group + i) * gridDim.x; };
   auto group_size = [&](size_t g) { return min(per_group, my_tiles - g * per_group); };
 
-  // Loads are issued kBatch items at a time before any of them is used: one 4-byte payload load
-  // per thread in flight cannot keep HBM and NVLink busy.
-  constexpr int kBatch = 4;
-  const size_t items = size_t(W - 1);  // per tile: one item per peer
-  auto item_tile = [&](size_t g, size_t k) { return tile_of(g, k / items); };
-  auto item_rank = [&](size_t k) {  // the peer of item k, rotated so peers are not all hit at once
-    int j = 1 + int(k % items);
-    return me + j < W ? me + j : me + j - W;
-  };
-
   auto scatter = [&](size_t g) {  // 1. encode my slices of every tile of g and push them to their owners
-    const size_t n = group_size(g) * items;
-    for (size_t k0 = 0; k0 < n; k0 += kBatch) {
-      uint4 raw[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b)
-        if (k0 + b < n)
-          raw[b] = load_raw(in, item_tile(g, k0 + b) * tile_values + item_rank(k0 + b) * slice_values + lane_offset, a.numel);
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        if (k0 + b >= n) break;
+    for (size_t i = 0; i < group_size(g); ++i) {
+      const size_t t = tile_of(g, i), tile_base = t * tile_values;
+      for (int j = 1; j < W; ++j) {
+        int d = me + j < W ? me + j : me + j - W;
         float v[kLaneValues];
-        unpack<D>(raw[b], v);
+        load_lane<D>(in, tile_base + d * slice_values + lane_offset, a.numel, v);
         Packed p;
         uint16_t scale = IO::encode(v, p);
-        IO::store(slot_of(a.workspaces[item_rank(k0 + b)], a.layout.rs_data, item_tile(g, k0 + b), me), sl, lane, p, scale);
+        IO::store(slot_of(a.workspaces[d], a.layout.rs_data, t, me), sl, lane, p, scale);
       }
     }
     signal_peers(a.layout.rs_flags, tile_of(g, 0));
@@ -167,16 +151,13 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
     if (!wait_flags(rs_flags, tile_of(g, 0), 1)) return false;
     for (size_t i = 0; i < group_size(g); ++i) {
       const size_t t = tile_of(g, i), tile_base = t * tile_values;
-      // My input's load is in flight while the peers' payloads are read, in rank order; my own
-      // share takes the same quantize/dequantize round trip as theirs.
-      const uint4 raw = load_raw(in, tile_base + me * slice_values + lane_offset, a.numel);
       float acc[kLaneValues] = {};
       for (int src = 0; src < W; ++src) {
         float v[kLaneValues];
         Packed p;
         uint16_t scale;
-        if (src == me) {
-          unpack<D>(raw, v);
+        if (src == me) {  // my own contribution takes the same quantize/dequantize round trip
+          load_lane<D>(in, tile_base + me * slice_values + lane_offset, a.numel, v);
           scale = IO::encode(v, p);
         } else {
           scale = IO::load(slot_of(local, a.layout.rs_data, t, src), sl, lane, p);
@@ -185,13 +166,13 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
 #pragma unroll
         for (int k = 0; k < kLaneValues; ++k) acc[k] += v[k];
       }
-      Packed sum;
-      uint16_t sum_scale = IO::encode(acc, sum);
+      Packed p;
+      uint16_t scale = IO::encode(acc, p);
       for (int j = 1; j < W; ++j) {
         int d = me + j < W ? me + j : me + j - W;
-        IO::store(slot_of(a.workspaces[d], a.layout.ag_data, t, me), sl, lane, sum, sum_scale);
+        IO::store(slot_of(a.workspaces[d], a.layout.ag_data, t, me), sl, lane, p, scale);
       }
-      IO::decode(sum, sum_scale, acc);  // the owner keeps exactly what it broadcast
+      IO::decode(p, scale, acc);  // the owner keeps exactly what it broadcast
       store_lane<D>(out, tile_base + me * slice_values + lane_offset, a.numel, acc);
     }
     signal_peers(a.layout.ag_flags, tile_of(g, 0));
@@ -199,19 +180,15 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
   };
   auto gather = [&](size_t g) {  // 3. decode the other owners' reduced slices
     if (!wait_flags(ag_flags, tile_of(g, 0), 2)) return false;
-    const size_t n = group_size(g) * items;
-    for (size_t k0 = 0; k0 < n; k0 += kBatch) {
-      Packed p[kBatch];
-      uint16_t scale[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b)
-        if (k0 + b < n) scale[b] = IO::load(slot_of(local, a.layout.ag_data, item_tile(g, k0 + b), item_rank(k0 + b)), sl, lane, p[b]);
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        if (k0 + b >= n) break;
+    for (size_t i = 0; i < group_size(g); ++i) {
+      const size_t t = tile_of(g, i), tile_base = t * tile_values;
+      for (int j = 1; j < W; ++j) {
+        int src = me + j < W ? me + j : me + j - W;
+        Packed p;
         float v[kLaneValues];
-        IO::decode(p[b], scale[b], v);
-        store_lane<D>(out, item_tile(g, k0 + b) * tile_values + item_rank(k0 + b) * slice_values + lane_offset, a.numel, v);
+        uint16_t scale = IO::load(slot_of(local, a.layout.ag_data, t, src), sl, lane, p);
+        IO::decode(p, scale, v);
+        store_lane<D>(out, tile_base + src * slice_values + lane_offset, a.numel, v);
       }
     }
     return true;
