@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build for sm_90 on all cores, run the GPU tests, then the benchmark.
 # Logs go under $OUT (the device tool brings them back). Usage: bash scripts/gpu_check.sh [stage...]
-# stages: build tests bench timing peers (default: build tests bench)
+# stages: build tests cputests timing peers tune bench (default: build tests bench)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/qr-out}; mkdir -p "$OUT"
@@ -22,6 +22,10 @@ for stage in $stages; do
     peers)
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .peers/whl/*.whl
       export PYTHONPATH=/tmp/site:$PWD/.peers/site FLASHINFER_CONFIDENTIAL_COMPUTE=1 ;;
+    tune)  # measure the auto table; the bench stage after it uses it
+      python3 -m quickreduce.cli tune --dtypes bf16 --out "$OUT/tuned.json" --csv "$OUT/tune.csv" --no-cache 2>&1 \
+        | tee "$OUT/tune.log" | tail -25
+      export QUICKREDUCE_TUNE_FILE="$OUT/tuned.json" ;;
     bench)
       python3 -m quickreduce.cli bench --sizes 8K:1G --dtype bf16 --csv "$OUT/bench.csv" --plot "$OUT/bench.png" 2>&1 \
         | tee "$OUT/bench.log" ;;
