@@ -1,0 +1,58 @@
+# Throwaway dev timing (not the product bench): CUDA-graph median per call, qr vs NCCL.
+import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
+import harness
+
+def run(rank, world, port):
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
+    import quickreduce as qr
+    comm = qr.Communicator(max_size=1 << 30)
+    sizes = [8 << 10, 32 << 10, 128 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
+    methods = [("nccl", None, None), ("one", "fp16", "one_shot"), ("onepdl", "fp16", "one_shot"), ("two", "fp16", "two_shot"), ("two_g1", "fp16", "two_shot"), ("two_g16", "fp16", "two_shot"), ("fp8", "fp8", "two_shot"), ("int8", "int8", "two_shot"), ("int6", "int6", "two_shot"), ("int4", "int4", "two_shot"), ("int4_g1", "int4", "two_shot"), ("int4_g16", "int4", "two_shot"), ("fp4", "fp4", "two_shot")]
+    if os.environ.get("DEV_SIZES"): sizes = [int(x) << 20 for x in os.environ["DEV_SIZES"].split(",")]
+    methods += [("two_t128", "fp16", "two_shot"), ("two_t256", "fp16", "two_shot"), ("two_t512", "fp16", "two_shot")]
+    if os.environ.get("DEV_METHODS"): methods = [m for m in methods if m[0] in os.environ["DEV_METHODS"].split(",")]
+    if rank == 0: print("bytes " + " ".join(f"{m[0]:>9}" for m in methods), flush=True)
+    for nbytes in sizes:
+        n = nbytes // 2
+        calls = 50 if nbytes < (1 << 20) else 20 if nbytes <= (64 << 20) else 5
+        nbuf = max(1, min(calls, (256 << 20) // nbytes))
+        xs = [torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)]
+        out = torch.empty_like(xs[0])
+        row = []
+        for name, codec, algo in methods:
+            if algo == "one_shot" and nbytes > comm._c.one_shot_max_bytes: row.append(float("nan")); continue
+            comm.pdl = name.endswith("pdl")
+            comm.two_shot_groups = 1 if name.endswith("_g1") else 16 if name.endswith("_g16") else 0
+            def call(i):
+                if name == "nccl": dist.all_reduce(xs[i % nbuf])
+                elif "_t" in name:
+                    x = xs[i % nbuf]
+                    comm._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), 1, 1, 1, torch.cuda.current_stream().cuda_stream, threads=int(name.split("_t")[1]))
+                else: comm.all_reduce(xs[i % nbuf], out=out, codec=codec, algo=algo)
+            s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for i in range(2): call(i)
+            torch.cuda.current_stream().wait_stream(s); torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for i in range(calls): call(i)
+            g.replay(); g.replay(); torch.cuda.synchronize()
+            ts = []
+            for _ in range(7):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                dist.barrier(); torch.cuda.synchronize()
+                a.record(); g.replay(); b.record(); b.synchronize()
+                ts.append(a.elapsed_time(b) * 1000 / calls)
+            comm.check()
+            row.append(sorted(ts)[3])
+            del g
+        if rank == 0: print(f"{nbytes:>9} " + " ".join(f"{t:9.1f}" for t in row), flush=True)
+        del xs
+    comm.close()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    world = torch.cuda.device_count()
+    mp.spawn(run, args=(world, harness.free_port()), nprocs=world)
