@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build for sm_90 on all cores, run the GPU tests, then the benchmark.
 # Logs go under $OUT (the device tool brings them back). Usage: bash scripts/gpu_check.sh [stage...]
-# stages: build tests cputests timing peers tune bench (default: build tests bench)
+# stages: build tests cputests sanitize timing peers tune bench (default: build tests bench)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/qr-out}; mkdir -p "$OUT"
@@ -14,9 +14,16 @@ for stage in $stages; do
         > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
       echo "build ok" ;;
     tests)
-      python3 -m pytest -x -q tests/gpu -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
+      python3 -m pytest -q -s tests/gpu -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     cputests)
       python3 -m pytest -q tests/cpu -p no:cacheprovider 2>&1 | tee "$OUT/cpu_tests.log" | tail -15 ;;
+    sanitize)  # compute-sanitizer over a short run of every algorithm and codec (TOOLS=memcheck,...)
+      for tool in ${TOOLS:-memcheck racecheck synccheck}; do
+        timeout 150 compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+          python3 scripts/sanitize_run.py > "$OUT/sanitize-$tool.log" 2>&1
+        echo "sanitize $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitize-$tool.log") clean summaries)"
+        grep -m3 -E "ERROR SUMMARY|Invalid|Race|error" "$OUT/sanitize-$tool.log"
+      done ;;
     timing)
       python3 scripts/dev_timing.py 2>&1 | tee "$OUT/timing.log" ;;
     peers)

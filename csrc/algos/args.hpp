@@ -22,6 +22,7 @@ struct AllReduceArgs {
   int threads;  // two-shot CTA size (slice = threads * 8 values)
   int blocks;   // two-shot grid
   int groups;   // two-shot pipeline groups per CTA
+  uint32_t signature;  // hash of (numel, dtype, codec, algorithm): every rank must pass the same
   int pdl;      // launch with programmatic dependent launch (overlaps the previous kernel's tail)
 };
 static_assert(std::is_trivially_copyable_v<AllReduceArgs>, "kernel args are copied by value");

@@ -10,6 +10,8 @@
 // one its previous call used (e - 1) % 3. Safe because a rank is at most one call ahead of a
 // peer (it cannot finish call k+1 before that peer sent its data of k+1, i.e. finished call k):
 // the earliest write into a buffer after it is cleared comes three calls later.
+// Mismatch: thread 0 of each busy CTA sends {epoch, call signature} beside the data and checks
+// the peers' before using their data.
 // Epochs: one per CTA, advanced by that CTA; the grid is fixed (kOneShotBlocks) so vector p is
 // always handled by the same CTA on every rank and in every call, whatever the message size.
 #pragma once
@@ -80,6 +82,14 @@ __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs
   const size_t stride = size_t(kOneShotBlocks) * kOneShotThreads;
   const size_t first = size_t(blockIdx.x) * kOneShotThreads + threadIdx.x;
 
+  const bool has_work = first < vectors;  // same on every rank when the calls match
+  if (has_work && threadIdx.x == 0) {  // this call's signature to the same CTA on every peer
+    for (int j = 1; j < W; ++j) {
+      int d = me + j < W ? me + j : me + j - W;
+      auto* peer_ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[d] + a.layout.control);
+      st_volatile_u64(&peer_ctrl->one_shot_signature[blockIdx.x][me], flag_word(epoch, a.signature));
+    }
+  }
   for (size_t p = first; p < vectors; p += stride) {
     uint4 v = load_vector(in, p, a.numel);
     for (int j = 1; j < W; ++j) {
@@ -89,9 +99,36 @@ __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs
     }
   }
 
-  WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
+  // While the peers' data is in flight: empty the buffer of this CTA's previous call (its peers
+  // stopped writing it two calls ago and next write it three calls on).
   auto* local = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.lamport);
+  const uint4 empty = make_uint4(kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty);
+  for (size_t p = first; p < prev_vectors; p += stride)
+    for (int src = 0; src < W; ++src)
+      if (src != me) local[previous + size_t(src) * V + p] = empty;
+
+  WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
   bool ok = true;
+  // Thread 0 checks every peer made the same call before this CTA uses their data (the
+  // signature travels with the data, so the wait mostly overlaps the data's own arrival).
+  __shared__ int s_mismatch;
+  if (threadIdx.x == 0) s_mismatch = 0;
+  if (has_work && threadIdx.x == 0) {
+    for (int src = 0; ok && src < W; ++src) {
+      if (src == me) continue;
+      uint64_t seen;
+      const uint64_t* slot = &ctrl->one_shot_signature[blockIdx.x][src];
+      ok = spin_until(w, [&] { return ld_volatile_u64(slot); }, [&](uint64_t f) { return uint32_t(f) == epoch; }, seen,
+                      src, epoch, 0);
+      if (ok && uint32_t(seen >> 32) != a.signature) {
+        report_error(w, ErrorCode::kMismatch, src, a.signature, uint32_t(seen >> 32), 0);
+        ok = false;
+      }
+    }
+    if (!ok) s_mismatch = 1;
+  }
+  __syncthreads();
+  ok = !s_mismatch;
   for (size_t p = first; ok && p < vectors; p += stride) {
     float acc[kLaneValues] = {};
     for (int src = 0; src < W; ++src) {  // fixed order: every rank rounds the same sum
@@ -108,12 +145,6 @@ __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs
     }
     if (ok) store_lane<D>(out, p * kLaneValues, a.numel, acc);
   }
-
-  // Empty the buffer of this CTA's previous call (its peers have long stopped writing it).
-  const uint4 empty = make_uint4(kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty);
-  for (size_t p = first; p < prev_vectors; p += stride)
-    for (int src = 0; src < W; ++src)
-      if (src != me) local[previous + size_t(src) * V + p] = empty;
 
   __syncthreads();
   if (threadIdx.x == 0) {

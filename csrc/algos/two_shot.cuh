@@ -90,20 +90,26 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
   const auto* in = static_cast<const uint16_t*>(a.in);
   auto* out = static_cast<uint16_t*>(a.out);
   uint8_t* local = a.workspaces[me];
-  const auto* rs_flags = reinterpret_cast<const uint32_t*>(local + a.layout.rs_flags);
-  const auto* ag_flags = reinterpret_cast<const uint32_t*>(local + a.layout.ag_flags);
+  const auto* rs_flags = reinterpret_cast<const uint64_t*>(local + a.layout.rs_flags);
+  const auto* ag_flags = reinterpret_cast<const uint64_t*>(local + a.layout.ag_flags);
   WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
   auto slot_of = [&](uint8_t* base, size_t region, size_t t, int src) {
     return base + region + (t * W + src) * sl.total;
   };
   // Threads 0..W-2 each own one peer for signalling and waiting.
   const int peer = me + 1 + lane < W ? me + 1 + lane : me + 1 + lane - W;
-  auto wait_flags = [&](const uint32_t* flags, size_t t, uint32_t phase) {
+  // A flag carries the sender's call signature beside the epoch: a peer that made a different
+  // call (size, dtype, codec, algorithm) is reported, never decoded.
+  auto wait_flags = [&](const uint64_t* flags, size_t t, uint32_t phase) {
     if (lane < W - 1) {
-      uint32_t seen;
-      if (!spin_until(w, [&] { return ld_acquire_sys(flags + t * W + peer); }, [&](uint32_t f) { return f == epoch; },
-                      seen, peer, epoch, phase))
+      uint64_t seen;
+      if (!spin_until(w, [&] { return ld_acquire_sys(flags + t * W + peer); },
+                      [&](uint64_t f) { return uint32_t(f) == epoch; }, seen, peer, epoch, phase)) {
         s_failed = 1;
+      } else if (uint32_t(seen >> 32) != a.signature) {
+        report_error(w, ErrorCode::kMismatch, peer, a.signature, uint32_t(seen >> 32), phase);
+        s_failed = 1;
+      }
     }
     __syncthreads();
     return !s_failed;
@@ -111,7 +117,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
   auto signal_peers = [&](size_t region, size_t t) {
     __syncthreads();  // every lane's stores precede the flag (the release is cumulative over the barrier)
     if (lane < W - 1) {
-      st_release_sys(reinterpret_cast<uint32_t*>(a.workspaces[peer] + region) + t * W + me, epoch);
+      st_release_sys(reinterpret_cast<uint64_t*>(a.workspaces[peer] + region) + t * W + me, flag_word(epoch, a.signature));
     }
   };
 

@@ -14,6 +14,7 @@ void register_comm(nb::module_& m) {
   auto base = nb::exception<qr::Error>(m, "QuickReduceError", PyExc_RuntimeError);
   nb::exception<qr::CudaError>(m, "CudaError", base.ptr());
   nb::exception<qr::PeerTimeoutError>(m, "PeerTimeoutError", base.ptr());
+  nb::exception<qr::CallMismatchError>(m, "CallMismatchError", base.ptr());
 
   m.attr("DTYPE_FLOAT16") = int(qr::DType::kFloat16);
   m.attr("DTYPE_BFLOAT16") = int(qr::DType::kBFloat16);

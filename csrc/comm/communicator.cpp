@@ -33,6 +33,15 @@ int default_two_shot_threads(size_t numel, int world_size) {
   return kTwoShotMinThreads;
 }
 
+// FNV-1a over what every rank must agree on for one call.
+uint32_t call_signature(size_t numel, DType dtype, CodecId codec, Algo algo) {
+  uint64_t fields[4] = {numel, uint64_t(dtype), uint64_t(codec), uint64_t(algo)};
+  uint32_t h = 2166136261u;
+  for (uint64_t f : fields)
+    for (int i = 0; i < 8; ++i) h = (h ^ uint32_t((f >> (8 * i)) & 0xff)) * 16777619u;
+  return h;
+}
+
 }  // namespace
 
 Communicator::Communicator(int rank, int world_size, int device, size_t max_bytes, double timeout_s)
@@ -105,6 +114,11 @@ void Communicator::check() {
   volatile ErrorRecord* r = record_host_;
   if (r->code == uint32_t(ErrorCode::kOk)) return;
   broken_ = true;
+  if (r->code == uint32_t(ErrorCode::kMismatch))
+    throw CallMismatchError("rank " + std::to_string(r->rank) + " and rank " + std::to_string(r->peer) +
+                            " made different all-reduce calls (size, dtype, codec or algorithm differ: signature " +
+                            std::to_string(r->expected) + " vs " + std::to_string(r->seen) +
+                            "); every rank must make the same calls in the same order");
   const char* phase = r->phase == 0 ? "one-shot packets" : r->phase == 1 ? "reduce-scatter" : "all-gather";
   throw PeerTimeoutError("rank " + std::to_string(r->rank) + " timed out waiting for rank " + std::to_string(r->peer) +
                          " (" + phase + ", call epoch " + std::to_string(r->expected) + ", flag seen " +
@@ -132,6 +146,7 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
   args.record = record_device_;
   args.timeout_ns = timeout_ns_;
   args.pdl = pdl ? 1 : 0;
+  args.signature = call_signature(numel, dtype, codec, algo);
   auto s = reinterpret_cast<cudaStream_t>(stream);
   DeviceGuard guard(device_);
   if (algo == Algo::kOneShot) {

@@ -30,6 +30,12 @@ inline void cuda_check(cudaError_t e, const char* what, const char* file, int li
     throw CudaError(std::string(what) + " failed: " + cudaGetErrorString(e) + " (" + file + ":" + std::to_string(line) + ")");
 }
 
+// Ranks made different calls (size, dtype, codec or algorithm) in the same step.
+class CallMismatchError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace qr
 
 #define QR_CUDA_CHECK(expr) ::qr::cuda_check((expr), #expr, __FILE__, __LINE__)

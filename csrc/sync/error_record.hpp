@@ -5,15 +5,15 @@
 
 namespace qr {
 
-enum class ErrorCode : uint32_t { kOk = 0, kTimeout = 1 };
+enum class ErrorCode : uint32_t { kOk = 0, kTimeout = 1, kMismatch = 2 };
 
 struct ErrorRecord {
   uint32_t code;      // ErrorCode
   int32_t rank;       // rank that gave up waiting
   int32_t peer;       // rank it was waiting for
   uint32_t block;     // CTA index
-  uint32_t expected;  // flag value awaited (the call's epoch)
-  uint32_t seen;      // flag value last read
+  uint32_t expected;  // timeout: the epoch awaited; mismatch: this rank's call signature
+  uint32_t seen;      // timeout: the epoch last read; mismatch: the peer's call signature
   uint32_t phase;     // 0 one-shot packets, 1 reduce-scatter, 2 all-gather
   uint32_t pad;
 };

@@ -15,6 +15,23 @@ __device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t* addr) {
   asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(addr) : "memory");
   return v;
 }
+__device__ __forceinline__ void st_release_sys(uint64_t* addr, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(addr), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* addr) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_volatile_u64(uint64_t* addr, uint64_t v) {
+  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(addr), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t ld_volatile_u64(const uint64_t* addr) {
+  uint64_t v;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+  return v;
+}
+
 // 16-byte packet store/load: each 8-byte half is single-copy atomic, which the LL packets need.
 __device__ __forceinline__ void st_volatile_v4(uint4* addr, uint4 v) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
@@ -56,8 +73,8 @@ struct WaitContext {
 };
 
 // Called once by the first waiter to give up; later ones only see abort set.
-__device__ __forceinline__ void report_timeout(const WaitContext& w, int peer, uint32_t expected, uint32_t seen,
-                                               uint32_t phase) {
+__device__ __forceinline__ void report_error(const WaitContext& w, ErrorCode code, int peer, uint32_t expected,
+                                             uint32_t seen, uint32_t phase) {
   if (atomicCAS(w.abort, 0u, 1u) == 0u) {
     volatile ErrorRecord* r = w.record;
     r->rank = w.rank;
@@ -67,7 +84,7 @@ __device__ __forceinline__ void report_timeout(const WaitContext& w, int peer, u
     r->seen = seen;
     r->phase = phase;
     __threadfence_system();
-    r->code = uint32_t(ErrorCode::kTimeout);
+    r->code = uint32_t(code);
     __threadfence_system();
   }
 }
@@ -87,9 +104,9 @@ __device__ __forceinline__ bool spin_until(const WaitContext& w, Load load, Read
       if (*reinterpret_cast<volatile uint32_t*>(w.abort)) return false;
       if (global_timer_ns() - start > w.timeout_ns) {
         uint32_t seen;
-        if constexpr (sizeof(V) == 4) seen = uint32_t(v);
-        else seen = v.y;  // a packet's epoch word
-        report_timeout(w, peer, expected, seen, phase);
+        if constexpr (sizeof(V) <= 8) seen = uint32_t(v);  // a flag's epoch half
+        else seen = v.x;
+        report_error(w, ErrorCode::kTimeout, peer, expected, seen, phase);
         return false;
       }
     }

@@ -2,8 +2,8 @@
 // The same function sizes and carves it, so the two can never disagree.
 //
 //   [control]   epochs and counters this rank alone touches
-//   [rs_flags]  [tile][src] u32: peers signal "my slice of tile t is in your rs_data"
-//   [ag_flags]  [tile][src] u32: owners signal "reduced slice of tile t is in your ag_data"
+//   [rs_flags]  [tile][src] u64 {epoch, call signature}: "my slice of tile t is in your rs_data"
+//   [ag_flags]  [tile][src] u64 {epoch, call signature}: "reduced slice of tile t is in your ag_data"
 //   [lamport]   [3 buffers][src][vector] 16-byte vectors of the one-shot; "empty" = every
 //               16-bit half holds the sentinel 0x8000 (-0.0), which real data never carries
 //   [rs_data]   [tile][src] encoded slices sent to this rank, the slice's owner
@@ -11,6 +11,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+
+#include "core/macros.hpp"
 
 namespace qr {
 
@@ -30,7 +32,13 @@ struct ControlBlock {
   uint32_t pad;
   uint32_t one_shot_epoch[kOneShotBlocks];      // per CTA, advanced by that CTA
   uint32_t one_shot_prev_vectors[kOneShotBlocks];  // vectors of that CTA's previous call, to clear
+  // Written by peers: {epoch, call signature} of their one-shot call, per CTA and source rank, so
+  // ranks that make different calls get an error instead of each other's data.
+  uint64_t one_shot_signature[kOneShotBlocks][kMaxWorldSize];
 };
+
+// A flag word: the call's epoch (low half) and its signature (high half) in one 8-byte store.
+QR_HD constexpr uint64_t flag_word(uint32_t epoch, uint32_t signature) { return uint64_t(signature) << 32 | epoch; }
 
 // Epochs cycle through 1..kEpochPeriod: never 0 (fresh memory), and with a period divisible by
 // 6, epoch % 3 (the one-shot's buffer) and the parity keep cycling even across the wrap.
@@ -55,8 +63,8 @@ struct WorkspaceLayout {
     size_t off = 0;
     auto take = [&](size_t bytes) { size_t at = off; off = align_up(off + bytes, 256); return at; };
     w.control = take(sizeof(ControlBlock));
-    w.rs_flags = take(w.max_tiles * world_size * 4);
-    w.ag_flags = take(w.max_tiles * world_size * 4);
+    w.rs_flags = take(w.max_tiles * world_size * 8);
+    w.ag_flags = take(w.max_tiles * world_size * 8);
     w.lamport = take(size_t(kLamportBuffers) * world_size * w.lamport_vectors * 16);
     // Data slots: at most the message itself plus one partly filled tile of the largest CTA.
     size_t slack = size_t(world_size) * kTwoShotMaxThreads * 8 * 2;

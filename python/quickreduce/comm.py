@@ -14,6 +14,7 @@ from . import _C, codecs, config
 
 QuickReduceError = _C.QuickReduceError
 PeerTimeoutError = _C.PeerTimeoutError
+CallMismatchError = _C.CallMismatchError
 CudaError = _C.CudaError
 
 _DTYPE_IDS = {torch.float16: _C.DTYPE_FLOAT16, torch.bfloat16: _C.DTYPE_BFLOAT16}

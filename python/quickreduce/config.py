@@ -6,7 +6,7 @@
 | QUICKREDUCE_QUANTIZATION   | FP      | default codec: FP, FP8, INT8, INT6, INT4, FP4 (or a codec name, or AUTO) |
 | QUICKREDUCE_TIMEOUT_S      | 10      | how long a kernel waits for a peer before giving up        |
 | QUICKREDUCE_TUNE_FILE      | (unset) | tuning table to use instead of the cached/built-in one     |
-| QUICKREDUCE_PDL            | 0       | 1: launch with programmatic dependent launch (overlaps the previous kernel's tail) |
+| QUICKREDUCE_PDL            | 1       | 1: launch with programmatic dependent launch (overlaps the previous kernel's tail) |
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def default_codec() -> str:
 
 
 def pdl() -> bool:
-    raw = os.environ.get("QUICKREDUCE_PDL", "0").strip().lower()
+    raw = os.environ.get("QUICKREDUCE_PDL", "1").strip().lower()
     if raw not in ("0", "1", "true", "false", "yes", "no", ""):
         raise ValueError(f"QUICKREDUCE_PDL={raw!r}: expected 0 or 1")
     return raw in ("1", "true", "yes")

@@ -303,3 +303,161 @@ def peer_timeout(rank, world_size):
     dist.barrier()
     comm.close()
     return res
+
+
+def call_mismatch(rank, world_size):
+    """Ranks that make different calls get CallMismatchError (or at worst a timeout), never data."""
+    res = {}
+    for name, kwargs0, kwargs1, n0, n1 in (
+            ("two_shot size", {"algo": "two_shot"}, {"algo": "two_shot"}, 1 << 16, (1 << 16) + 8),
+            ("two_shot codec", {"algo": "two_shot", "codec": "int4"}, {"algo": "two_shot", "codec": "int8"}, 1 << 16, 1 << 16),
+            ("one_shot size", {"algo": "one_shot"}, {"algo": "one_shot"}, 4096, 4104),
+            ("dtype", {"algo": "one_shot"}, {"algo": "one_shot"}, 4096, 4096)):
+        comm = qr.Communicator(max_size=1 << 20, timeout_s=3.0)
+        dtype = torch.bfloat16 if (name == "dtype" and rank == 1) else torch.float16
+        n = n0 if rank == 0 else n1
+        x = torch.randn(n, device="cuda", dtype=dtype)
+        kwargs = kwargs0 if rank == 0 else kwargs1
+        t0 = time.time()
+        comm.all_reduce(x, **kwargs)
+        torch.cuda.synchronize()
+        try:
+            comm.check()
+            res[name] = "no error"
+        except qr.CallMismatchError as e:
+            res[name] = None if "different" in str(e) else f"message: {e}"
+            res[f"info/{name}"] = f"rank {rank}: CallMismatchError after {time.time() - t0:.2f}s: {e}"
+        except qr.PeerTimeoutError as e:
+            res[name] = None  # waiting for data the peer never sends: an error, not garbage
+            res[f"info/{name}"] = f"rank {rank}: PeerTimeoutError after {time.time() - t0:.2f}s"
+        dist.barrier()
+        comm.close()
+    return res
+
+
+def soak(rank, world_size):
+    """100,000 calls of random size/dtype/codec/algorithm with every result checked on the GPU,
+    NCCL and matmuls on a side stream, then 10,000 graph replays with changing inputs."""
+    res = {}
+    comm = qr.Communicator(max_size=4 << 20)
+    rng = np.random.default_rng(1234)  # same sequence on every rank
+    sizes = [1, 7, 4096 + 3, 65536, 300_001, 1 << 20, (2 << 20) - 5]
+    cases = []  # (inputs on this rank, expected output) per size, dtype, codec
+    for i, n in enumerate(sizes):
+        for dname, dtype in DTYPES.items():
+            xs = inputs_for(40_000 + i, n, dtype, world_size)
+            for codec in qr.codec_names():
+                want = exact_passthrough(xs) if codec == "fp16" else \
+                    torch.from_numpy(twin(xs, dname, codec).view(np.int16)).cuda().view(dtype)
+                cases.append((xs[rank], want, codec))
+    wrong = torch.zeros((), dtype=torch.int64, device="cuda")
+    digest = torch.zeros((), dtype=torch.int64, device="cuda")
+    side = torch.cuda.Stream()
+    free0 = torch.cuda.mem_get_info()[0]
+    t0 = time.time()
+    calls = 100_000
+    picks = rng.integers(0, len(cases), calls)
+    one_shot_coin = rng.integers(0, 2, calls)
+    for it in range(calls):
+        x, want, codec = cases[picks[it]]
+        algo = "one_shot" if codec == "fp16" and one_shot_coin[it] else "two_shot"
+        out = comm.all_reduce(x, codec=codec, algo=algo)
+        wrong += (out.view(torch.int16) != want.view(torch.int16)).sum()
+        digest += out.view(torch.int16).sum()
+        if it % 1000 == 0:
+            with torch.cuda.stream(side):
+                t = torch.ones(4096, device="cuda")
+                dist.all_reduce(t)
+                torch.randn(512, 512, device="cuda") @ torch.randn(512, 512, device="cuda")
+            torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    comm.check()
+    took = time.time() - t0
+    res["100k calls correct"] = None if int(wrong) == 0 else f"{int(wrong)} wrong elements"
+    everyone = [torch.zeros_like(digest) for _ in range(world_size)]
+    dist.all_gather(everyone, digest.reshape(()))
+    res["100k calls identical"] = None if all(int(e) == int(digest) for e in everyone) else "ranks differ"
+    res["info/100k calls"] = f"{calls} calls in {took:.1f}s, wrong elements {int(wrong)}"
+
+    # 10,000 graph replays: one-shot, two-shot and int4 in one graph, inputs changed per replay.
+    n = 65536 + 3
+    bank = [inputs_for(50_000 + k, n, torch.bfloat16, world_size) for k in range(8)]
+    want = [(exact_passthrough(b), torch.from_numpy(twin(b, "bf16", "int4").view(np.int16)).cuda().view(torch.bfloat16))
+            for b in bank]
+    x = torch.empty(n, dtype=torch.bfloat16, device="cuda")
+    exp_exact, exp_int4 = torch.empty_like(x), torch.empty_like(x)
+    errs = torch.zeros((), dtype=torch.int64, device="cuda")
+    o1, o2, o3 = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+
+    def body():
+        comm.all_reduce(x, out=o1, algo="one_shot")
+        comm.all_reduce(x, out=o2, algo="two_shot")
+        comm.all_reduce(x, out=o3, codec="int4")
+        errs.add_((o1.view(torch.int16) != exp_exact.view(torch.int16)).sum()
+                  + (o2.view(torch.int16) != exp_exact.view(torch.int16)).sum()
+                  + (o3.view(torch.int16) != exp_int4.view(torch.int16)).sum())
+
+    x.copy_(bank[0][rank]); exp_exact.copy_(want[0][0]); exp_int4.copy_(want[0][1])
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        body()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    errs.zero_()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        body()
+    t0 = time.time()
+    for it in range(10_000):
+        k = it % 8
+        x.copy_(bank[k][rank]); exp_exact.copy_(want[k][0]); exp_int4.copy_(want[k][1])
+        g.replay()
+    torch.cuda.synchronize()
+    comm.check()
+    res["10k graph replays"] = None if int(errs) == 0 else f"{int(errs)} wrong elements"
+    res["info/10k graph replays"] = f"10000 replays x 3 calls in {time.time() - t0:.1f}s, wrong elements {int(errs)}"
+    del g
+    comm.close()
+    torch.cuda.synchronize()
+    free1 = torch.cuda.mem_get_info()[0]
+    res["info/soak memory"] = f"free before {free0 >> 20} MiB, after close {free1 >> 20} MiB"
+    return res
+
+
+def two_groups(rank, world_size):
+    """Communicators on two different process groups over the same ranks, interleaved."""
+    ga = dist.new_group(list(range(world_size)))
+    gb = dist.new_group(list(range(world_size)))
+    a = qr.Communicator(group=ga, max_size=4 << 20)
+    b = qr.Communicator(group=gb, max_size=4 << 20)
+    wrong = 0
+    for it in range(200):
+        xs = inputs_for(60_000 + it, [4099, 1 << 18, 1 << 20][it % 3], torch.float16, world_size)
+        want = exact_passthrough(xs)
+        wrong += int(not torch.equal(a.all_reduce(xs[rank]), want))
+        wrong += int(not torch.equal(b.all_reduce(xs[rank], algo="two_shot"), want))
+        dist.all_reduce(torch.ones(8, device="cuda"), group=ga if it % 2 else gb)
+    a.close()
+    b.close()
+    return {"interleaved groups": None if wrong == 0 else f"{wrong} wrong"}
+
+
+def create_close_cycles(rank, world_size):
+    """100 create/close cycles: no error, device memory back where it started."""
+    torch.cuda.synchronize()
+    free0 = torch.cuda.mem_get_info()[0]
+    x = torch.randn(1 << 16, device="cuda", dtype=torch.float16)
+    want = None
+    for it in range(100):
+        comm = qr.Communicator(max_size=16 << 20)
+        y = comm.all_reduce(x)
+        want = y if want is None else want
+        if not torch.equal(y, want):
+            return {"cycles": f"cycle {it}: result changed"}
+        comm.close()
+    torch.cuda.synchronize()
+    free1 = torch.cuda.mem_get_info()[0]
+    leak = (free0 - free1) >> 20
+    return {"cycles": None if leak < 64 else f"{leak} MiB less free after 100 cycles",
+            "info/cycles": f"100 cycles of a 16 MiB communicator: free {free0 >> 20} -> {free1 >> 20} MiB"}
