@@ -141,14 +141,10 @@ class Communicator:
         if lowered == "auto" or lowered.startswith("auto:"):
             bound = None if lowered == "auto" else codecs.canonical(lowered.split(":", 1)[1])
             chosen_algo, chosen_codec = self._choose(nbytes, dtype, bound)
-            if algo != "auto" and algo != chosen_algo:
-                chosen_algo = algo
-            return chosen_algo, chosen_codec
+            return (chosen_algo if algo == "auto" else algo), chosen_codec
         name = codecs.canonical(lowered)
         if algo == "auto":
             algo = self._choose(nbytes, dtype, None)[0] if name == "fp16" else "two_shot"
-            if algo == "nccl" and self.group is None:
-                algo = "two_shot"
         if algo == "one_shot":
             if name != "fp16":
                 raise ValueError(f"the one-shot algorithm is lossless only; codec {codec!r} needs algo='two_shot'")

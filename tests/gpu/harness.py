@@ -7,18 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import tempfile
 import traceback
 
 import torch
 import torch.multiprocessing as mp
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from quickreduce.cli.launch import free_port  # also used by the GPU tests and scripts
 
 
 def _worker(rank, world_size, port, scenario_module, scenario_names, out_dir, env):

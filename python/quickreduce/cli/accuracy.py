@@ -18,6 +18,7 @@ import sys
 import numpy as np
 
 from quickreduce import oracle
+from quickreduce.cli.launch import free_port
 
 CODECS = ("passthrough", "fp8", "int8", "int6", "int4", "fp4")  # passthrough runs as the dtype's name
 DATASETS = ("gaussian", "student_t", "llm")
@@ -98,13 +99,6 @@ def _run_host(fn, jobs, world, numel, seed):
     return res
 
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _cuda_worker(rank, world, port, jobs, numel, seed, queue):
     import torch
     import torch.distributed as dist
@@ -135,7 +129,7 @@ def _run_cuda(jobs, world, numel, seed):
     import torch.multiprocessing as mp
 
     q = mp.get_context("spawn").Queue()
-    procs = mp.start_processes(_cuda_worker, args=(world, _free_port(), jobs, numel, seed, q),
+    procs = mp.start_processes(_cuda_worker, args=(world, free_port(), jobs, numel, seed, q),
                                nprocs=world, join=False, start_method="spawn")
     res = {}
     while len(res) < len(jobs):  # drain before joining, or rank 0 blocks on a full pipe

@@ -100,6 +100,15 @@ def default_gpu_count() -> int:
     return torch.cuda.device_count()
 
 
+def usable_gpus(requested: int | None, tool: str) -> int:
+    """GPUs to run on (requested or all local); 0 after printing why when fewer than 2."""
+    gpus = requested or default_gpu_count()
+    if gpus < 2:
+        print(f"quickreduce {tool}: needs at least 2 GPUs, found {gpus}", file=sys.stderr)
+        return 0
+    return gpus
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.list_methods:
@@ -113,9 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"quickreduce bench: {exc}", file=sys.stderr)
         return 2
-    gpus = args.gpus or default_gpu_count()
-    if gpus < 2:
-        print(f"quickreduce bench: needs at least 2 GPUs, found {gpus}", file=sys.stderr)
+    gpus = usable_gpus(args.gpus, "bench")
+    if not gpus:
         return 2
     partial = Path(args.csv + ".partial") if args.csv else RESULTS_DIR / "bench.partial.csv"
     config = replace(config, partial_csv=str(partial))

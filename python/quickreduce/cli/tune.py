@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tuning import cache_path, save_table, table_from_measurements
-from .bench import DEFAULT_SIZES, DEFAULT_TIMEOUT_S, default_gpu_count, parse_iters, run
+from .bench import DEFAULT_SIZES, DEFAULT_TIMEOUT_S, parse_iters, run, usable_gpus
 from .report import complete_rows, human_size, parse_size, parse_sizes, write_csv
 
 QR_CODECS = ("int8", "fp8", "int6", "int4", "fp4")
@@ -131,9 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"quickreduce tune: {exc}", file=sys.stderr)
         return 2
-    gpus = args.gpus or default_gpu_count()
-    if gpus < 2:
-        print(f"quickreduce tune: needs at least 2 GPUs, found {gpus}", file=sys.stderr)
+    gpus = usable_gpus(args.gpus, "tune")
+    if not gpus:
         return 2
     try:
         result = run(config, gpus, args.timeout)
