@@ -18,9 +18,12 @@
 // broadcast its slices of call k, i.e. after the peers finished reading what call k+1 overwrites.
 // Peer-written data is read with ld.cg (L2), never through a possibly stale L1 line.
 #pragma once
+#include <type_traits>
+
 #include "algos/args.hpp"
 #include "algos/common.cuh"
 #include "codecs/codec_list.hpp"
+#include "sync/bulk_copy.cuh"
 #include "sync/primitives.cuh"
 
 namespace qr {
@@ -65,6 +68,9 @@ struct LaneIO {
   }
 };
 
+constexpr int kStageSlots = 4;  // slices in flight per CTA through the bulk-copy unit
+constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;  // widest slice: 16-bit passthrough
+
 template <class Codec, DType D>
 __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
@@ -72,6 +78,11 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
   grid_dependency_wait();
   grid_dependents_launch();
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
+  // Passthrough slices go out through the SM's bulk-copy unit; codec slices by plain stores.
+  // Measured 2x H200 (bench/NOTES.md change 9): bulk copies took 3-6% off passthrough from 8 MB up,
+  // but cost the codecs 5-7% (a CTA barrier per staged slice stalls their longer per-tile math).
+  constexpr bool kBulkPush = std::is_same_v<Codec, PassthroughCodec>;
+  __shared__ alignas(128) uint8_t s_stage[kBulkPush ? kStageSlots * kStageBytes : 16];  // outgoing slices
   __shared__ uint32_t s_epoch;
   __shared__ int s_failed;
   if (threadIdx.x == 0) {
@@ -114,10 +125,45 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
     __syncthreads();
     return !s_failed;
   };
-  auto signal_peers = [&](size_t region, size_t t) {
-    __syncthreads();  // every lane's stores precede the flag (the release is cumulative over the barrier)
-    if (lane < W - 1) {
-      st_release_sys(reinterpret_cast<uint64_t*>(a.workspaces[peer] + region) + t * W + me, flag_word(epoch, a.signature));
+  // Bulk path: outgoing slices are staged in shared memory and pushed by the SM's bulk-copy unit
+  // (thread 0 issues): warps never stall on a busy NVLink, and a slice crosses as one contiguous
+  // write. Direct path: every lane stores its share straight into the peer's slot.
+  uint32_t staged = 0;  // slices staged by this CTA so far; slot = staged % kStageSlots
+  auto send_slice = [&](const Packed& p, uint16_t scale, auto dest_slot, int n_dests) {
+    if constexpr (kBulkPush) {
+      uint8_t* stage = s_stage + (staged % kStageSlots) * kStageBytes;
+      IO::store(stage, sl, lane, p, scale);
+      fence_proxy_async_shared();
+      if (lane == 0) bulk_wait_read<kStageSlots - 2>();  // frees the slot the next slice uses
+      __syncthreads();
+      if (lane == 0) {
+        for (int j = 0; j < n_dests; ++j) bulk_store(dest_slot(j), stage, uint32_t(sl.total));
+        bulk_commit();
+      }
+      ++staged;
+    } else {
+      for (int j = 0; j < n_dests; ++j) IO::store(dest_slot(j), sl, lane, p, scale);
+    }
+  };
+  // Tells every peer that what this CTA sent so far for the group whose flag slot is tile t landed
+  // in `region`'s data: the
+  // bulk copies are waited for, plain stores are ordered by the barrier (the release store is
+  // cumulative over it).
+  auto announce = [&](size_t region, size_t t) {
+    if constexpr (kBulkPush) {
+      if (lane == 0) {
+        bulk_wait_all();
+        fence_proxy_async_global();
+      }
+    } else {
+      __syncthreads();
+    }
+    if (lane == 0) {
+      for (int j = 1; j < W; ++j) {
+        const int d = me + j < W ? me + j : me + j - W;
+        st_release_sys(reinterpret_cast<uint64_t*>(a.workspaces[d] + region) + t * W + me,
+                       flag_word(epoch, a.signature));
+      }
     }
   };
 
@@ -148,10 +194,9 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
         load_lane<D>(in, tile_base + d * slice_values + lane_offset, a.numel, v);
         Packed p;
         uint16_t scale = IO::encode(v, p);
-        IO::store(slot_of(a.workspaces[d], a.layout.rs_data, t, me), sl, lane, p, scale);
+        send_slice(p, scale, [&](int) { return slot_of(a.workspaces[d], a.layout.rs_data, t, me); }, 1);
       }
     }
-    signal_peers(a.layout.rs_flags, tile_of(g, 0));
   };
   auto reduce = [&](size_t g) {  // 2. sum my slice in rank order, broadcast the encoded sum
     if (!wait_flags(rs_flags, tile_of(g, 0), 1)) return false;
@@ -174,14 +219,16 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
       }
       Packed p;
       uint16_t scale = IO::encode(acc, p);
-      for (int j = 1; j < W; ++j) {
-        int d = me + j < W ? me + j : me + j - W;
-        IO::store(slot_of(a.workspaces[d], a.layout.ag_data, t, me), sl, lane, p, scale);
-      }
+      send_slice(
+          p, scale,
+          [&](int j) {
+            const int d = me + 1 + j < W ? me + 1 + j : me + 1 + j - W;
+            return slot_of(a.workspaces[d], a.layout.ag_data, t, me);
+          },
+          W - 1);
       IO::decode(p, scale, acc);  // the owner keeps exactly what it broadcast
       store_lane<D>(out, tile_base + me * slice_values + lane_offset, a.numel, acc);
     }
-    signal_peers(a.layout.ag_flags, tile_of(g, 0));
     return true;
   };
   auto gather = [&](size_t g) {  // 3. decode the other owners' reduced slices
@@ -200,11 +247,24 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceA
     return true;
   };
 
-  for (size_t step = 0; step < groups + 2; ++step) {
-    if (step < groups) scatter(step);
-    if (step >= 1 && step - 1 < groups && !reduce(step - 1)) break;
-    if (step >= 2 && !gather(step - 2)) break;
+  // Step s scatters group s, reduces s-1 and gathers s-2; a step only waits for flags of earlier
+  // steps, so there is no cycle. Plain stores are announced right away; bulk copies once, after
+  // the reduce, so one wait covers both groups while the reduce's math ran beside the copies.
+  bool ok = true;
+  for (size_t step = 0; ok && step < groups + 2; ++step) {
+    const bool scatters = step < groups, reduces = step >= 1 && step - 1 < groups;
+    if (scatters) {
+      scatter(step);
+      if constexpr (!kBulkPush) announce(a.layout.rs_flags, tile_of(step, 0));
+    }
+    if (reduces) ok = reduce(step - 1);
+    if constexpr (kBulkPush)
+      if (scatters) announce(a.layout.rs_flags, tile_of(step, 0));
+    if (ok && reduces) announce(a.layout.ag_flags, tile_of(step - 1, 0));
+    if (ok && step >= 2) ok = gather(step - 2);
   }
+  if constexpr (kBulkPush)
+    if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
 
   // The last CTA to finish advances the epoch: every CTA has read it by then.
   __syncthreads();
