@@ -10,8 +10,10 @@ def run(rank, world, port):
     comm = qr.Communicator(max_size=1 << 30)
     sizes = [8 << 10, 32 << 10, 128 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
     methods = [("nccl", None, None), ("one", "fp16", "one_shot"), ("onepdl", "fp16", "one_shot"), ("two", "fp16", "two_shot"), ("two_g1", "fp16", "two_shot"), ("two_g16", "fp16", "two_shot"), ("fp8", "fp8", "two_shot"), ("int8", "int8", "two_shot"), ("int6", "int6", "two_shot"), ("int4", "int4", "two_shot"), ("int4_g1", "int4", "two_shot"), ("int4_g16", "int4", "two_shot"), ("fp4", "fp4", "two_shot")]
-    if os.environ.get("DEV_SIZES"): sizes = [int(x) << 20 for x in os.environ["DEV_SIZES"].split(",")]
+    if os.environ.get("DEV_SIZES"):  # e.g. 8K,32K,1,64 (no suffix: MiB)
+        sizes = [int(x[:-1]) << 10 if x.endswith("K") else int(x) << 20 for x in os.environ["DEV_SIZES"].split(",")]
     methods += [("two_t128", "fp16", "two_shot"), ("two_t256", "fp16", "two_shot"), ("two_t512", "fp16", "two_shot")]
+    methods += [(f"{c}_t{t}_b{b}", c, "two_shot") for c in ("int4", "fp4", "two") for t in (256, 512) for b in (66, 132, 264)]
     if os.environ.get("DEV_METHODS"): methods = [m for m in methods if m[0] in os.environ["DEV_METHODS"].split(",")]
     if rank == 0: print("bytes " + " ".join(f"{m[0]:>9}" for m in methods), flush=True)
     for nbytes in sizes:
@@ -27,9 +29,13 @@ def run(rank, world, port):
             comm.two_shot_groups = 1 if name.endswith("_g1") else 16 if name.endswith("_g16") else 0
             def call(i):
                 if name == "nccl": dist.all_reduce(xs[i % nbuf])
-                elif "_t" in name:
+                elif "_t" in name or "_b" in name:  # e.g. two_t256, int4_t512_b132: codec, CTA size, grid
                     x = xs[i % nbuf]
-                    comm._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), 1, 1, 1, torch.cuda.current_stream().cuda_stream, threads=int(name.split("_t")[1]))
+                    parts = name.split("_")
+                    knob = {p[0]: int(p[1:]) for p in parts[1:]}
+                    codec_id = {"two": 1, "fp8": 2, "int8": 3, "int6": 4, "int4": 5, "fp4": 6}[parts[0]]
+                    comm._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), 1, codec_id, 1, torch.cuda.current_stream().cuda_stream,
+                                       threads=knob.get("t", 0), blocks=knob.get("b", 0))
                 else: comm.all_reduce(xs[i % nbuf], out=out, codec=codec, algo=algo)
             s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(s):
