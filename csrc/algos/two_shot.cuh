@@ -71,8 +71,11 @@ struct LaneIO {
 constexpr int kStageSlots = 4;  // slices in flight per CTA through the bulk-copy unit
 constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;  // widest slice: 16-bit passthrough
 
+// At least 3 CTAs of 512 per SM (<= 40 registers, no spills): a codec kernel's time fell with every
+// warp added (1 GiB int4: 66/132/264 CTAs of 512 -> 3579/1958/1373 us), and 3 per SM took int4 to
+// 1283 us; 4 per SM (32 registers) measured the same (bench/NOTES.md change 11).
 template <class Codec, DType D>
-__global__ void __launch_bounds__(kTwoShotMaxThreads) two_shot_kernel(AllReduceArgs a) {
+__global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
   grid_dependency_wait();
