@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/two_shot_layout.hpp"
 #include "codecs/codec_list.hpp"
 #include "cpu/twin.hpp"
 
@@ -70,7 +71,11 @@ void register_twin(nb::module_& m) {
     return arr;
   }, "x"_a, "dtype"_a, "codec"_a, "One quantize/dequantize round trip, blockwise: to_T(D(Q(x))).");
 
-  m.def("twin_all_reduce", [](const std::vector<Bits>& inputs, const std::string& dtype, const std::string& codec) {
+  m.def("two_shot_slice_values", &qr::two_shot_slice_values, "numel"_a, "world_size"_a,
+        "Values per two-shot slice for this message: value i is reduced by rank (i // slice) % world_size.");
+
+  m.def("twin_all_reduce", [](const std::vector<Bits>& inputs, const std::string& dtype, const std::string& codec,
+                              size_t slice_values) {
     if (inputs.size() < 1) throw std::invalid_argument("need at least one input");
     size_t n = inputs[0].shape(0);
     std::vector<const uint16_t*> ptrs;
@@ -80,7 +85,10 @@ void register_twin(nb::module_& m) {
     }
     std::vector<uint16_t>* out;
     auto arr = new_array(n, &out);
-    qr::twin_all_reduce(ptrs.data(), int(ptrs.size()), out->data(), n, parse_dtype(dtype), parse_codec(codec));
+    if (slice_values == 0) slice_values = qr::two_shot_slice_values(n, int(ptrs.size()));
+    qr::twin_all_reduce(ptrs.data(), int(ptrs.size()), out->data(), n, parse_dtype(dtype), parse_codec(codec),
+                        slice_values);
     return arr;
-  }, "inputs"_a, "dtype"_a, "codec"_a, "Emulated all-reduce of docs/codec-spec.md over len(inputs) ranks.");
+  }, "inputs"_a, "dtype"_a, "codec"_a, "slice_values"_a = 0,
+        "Emulated all-reduce of docs/codec-spec.md over len(inputs) ranks (slice_values 0: the two-shot's own).");
 }

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "algos/launch.hpp"
+#include "algos/two_shot_layout.hpp"
 #include "comm/status.hpp"
 #include "sync/ipc.hpp"
 
@@ -22,16 +23,6 @@ class DeviceGuard {
  private:
   int previous_ = 0;
 };
-
-// CTA size for the two-shot: the largest whose tiles still give every SM work (measured choice
-// lives in the tuning table; this is the default when the caller passes 0).
-int default_two_shot_threads(size_t numel, int world_size) {
-  for (int threads = kTwoShotMaxThreads; threads > kTwoShotMinThreads; threads /= 2) {
-    size_t tiles = numel / (size_t(threads) * kLaneValues * world_size);
-    if (tiles >= 264) return threads;
-  }
-  return kTwoShotMinThreads;
-}
 
 // FNV-1a over what every rank must agree on for one call.
 uint32_t call_signature(size_t numel, DType dtype, CodecId codec, Algo algo) {

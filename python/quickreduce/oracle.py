@@ -117,17 +117,25 @@ def round_trip(x: np.ndarray, dtype: str, codec: str) -> np.ndarray:
     return from_f32(_qdq(to_f32(x, dtype), dtype, codec), dtype)
 
 
-def all_reduce(inputs: list[np.ndarray], dtype: str, codec: str) -> np.ndarray:
-    """Two-shot all-reduce emulation: fp32 sum in fixed rank order of each rank's D(Q(x)), then
-    one more Q/D of the sum, output to_T. Returns T bits."""
+def all_reduce(inputs: list[np.ndarray], dtype: str, codec: str, slice_values: int | None = None) -> np.ndarray:
+    """Two-shot all-reduce emulation: fp32 sum in fixed rank order of each rank's contribution,
+    then one more Q/D of the sum, output to_T. Value i is reduced by rank (i // slice_values) % W,
+    which adds its own value exactly; every other rank's value arrives as D(Q(x)). slice_values
+    None: the two-shot's own layout for this size (`two_shot_slice_values`). Returns T bits."""
     if not inputs:
         raise ValueError("need at least one rank")
     n = np.asarray(inputs[0]).size
+    world = len(inputs)
+    if slice_values is None:
+        from . import _C  # the layout rule only; the arithmetic below is independent of it
+        slice_values = _C.two_shot_slice_values(n, world)
+    owner = (np.arange(n) // slice_values) % world
     r = np.zeros(n, dtype=np.float32)
     with np.errstate(all="ignore"):
-        for x in inputs:
+        for rank, x in enumerate(inputs):
             x = np.asarray(x, dtype=np.uint16).reshape(-1)
             if x.size != n:
                 raise ValueError("all ranks must have the same length")
-            r = r + _qdq(to_f32(x, dtype), dtype, codec)  # fp32 add, rank order
+            exact = to_f32(x, dtype)
+            r = r + np.where(owner == rank, exact, _qdq(exact, dtype, codec))  # fp32 add, rank order
     return from_f32(_qdq(r, dtype, codec), dtype)

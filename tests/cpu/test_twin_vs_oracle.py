@@ -158,6 +158,34 @@ def test_all_reduce_edges(C, world, dtype, codec):
 
 
 @pytest.mark.parametrize("codec", sorted(oracle.DIVISOR))
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_all_reduce_owner_adds_its_own_values_exactly(C, world, codec):
+    """Value i is reduced by rank (i // slice) % W, which adds its own value without a round trip.
+    With every other rank at zero, each value takes one quantize/dequantize round trip (the
+    second shot) of the owner's exact value; slices of 64 values put owners at every rank."""
+    rng = np.random.default_rng(world)
+    n, slice_values = 64 * world * 3 + 40, 64
+    owner = (np.arange(n) // slice_values) % world
+    dense = [gauss(rng, n, "bf16") for _ in range(world)]
+    xs = [np.where(owner == r, dense[r], np.uint16(0)).astype(np.uint16) for r in range(world)]
+    exact_owned = np.choose(owner, dense).astype(np.uint16)
+    exp = oracle.round_trip(exact_owned, "bf16", codec)
+    assert_same(oracle.all_reduce(xs, "bf16", codec, slice_values), exp, "bf16", f"oracle owner rule {codec}")
+    assert_same(C.twin_all_reduce(xs, "bf16", codec, slice_values), exp, "bf16", f"twin owner rule {codec}")
+    # dense inputs on every rank: twin and oracle agree on the same layout
+    assert_same(C.twin_all_reduce(dense, "bf16", codec, slice_values), oracle.all_reduce(dense, "bf16", codec, slice_values),
+                "bf16", f"dense W={world} {codec}")
+
+
+def test_slice_layout_follows_the_two_shot(C):
+    # 512 threads x 8 values while there are >= 264 tiles of W slices; smaller messages, smaller CTAs
+    assert C.two_shot_slice_values(1 << 28, 2) == 4096
+    assert C.two_shot_slice_values(1 << 20, 2) == 1024
+    with pytest.raises(ValueError):
+        C.twin_all_reduce([np.zeros(64, np.uint16)] * 2, "bf16", "int4", 48)
+
+
+@pytest.mark.parametrize("codec", sorted(oracle.DIVISOR))
 def test_all_reduce_tail_padding_not_summed(C, codec):
     """Padded lanes of a tail block are never part of the data, so they must not reach the
     second shot's absmax. With bf16 blocks so tiny that s is subnormal and 1/s = inf, a zero pad

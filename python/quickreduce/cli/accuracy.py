@@ -4,8 +4,9 @@ For every data set, dtype, world size and codec it runs an all-reduce (the C++ C
 default, real GPUs with --device cuda, the numpy oracle with --device oracle) and reports the
 relative L2 error and the max abs error against the float64 sum of the (dtype-rounded) inputs,
 beside a prediction built from single-tensor round trips of the oracle: each rank's input is
-quantized once (first shot) and the sum once more (second shot), so
-    predicted = sqrt(sum_r ||RT(x_r) - x_r||^2 + ||RT(sum) - sum||^2) / ||sum||.
+quantized once (first shot) where another rank reduces it (the owner adds its own values
+exactly), and the sum once more (second shot), so
+    predicted = sqrt(sum_r ||RT(x_r) - x_r||^2 over values r does not own + ||RT(sum) - sum||^2) / ||sum||.
 """
 from __future__ import annotations
 
@@ -60,8 +61,11 @@ def make_input(dataset: str, dtype: str, rank: int, numel: int, seed: int) -> np
 
 
 @functools.lru_cache(maxsize=None)
-def _first_shot_err2(dataset, dtype, codec, rank, numel, seed) -> float:
-    return round_trip_err2(make_input(dataset, dtype, rank, numel, seed), dtype, codec)
+def _first_shot_err2(dataset, dtype, codec, rank, world, numel, seed) -> float:
+    """First-shot squared error of one rank: its values owned by another rank take a round trip."""
+    from quickreduce import _C
+    owner = (np.arange(numel) // _C.two_shot_slice_values(numel, world)) % world
+    return round_trip_err2(make_input(dataset, dtype, rank, numel, seed), dtype, codec, owner != rank)
 
 
 def reference(inputs, dtype) -> np.ndarray:
@@ -75,10 +79,10 @@ def metrics(out_bits, ref, dtype) -> tuple[float, float]:
     return float(np.linalg.norm(err) / np.linalg.norm(ref)), float(np.max(np.abs(err)))
 
 
-def round_trip_err2(x, dtype, codec) -> float:
-    """||RT(x) - x||^2 of one oracle quantize/dequantize of T bits x."""
+def round_trip_err2(x, dtype, codec, where=True) -> float:
+    """||RT(x) - x||^2 of one oracle quantize/dequantize of T bits x (over `where`)."""
     d = oracle.to_f32(oracle.round_trip(x, dtype, codec), dtype).astype(np.float64)
-    return float(np.sum((d - oracle.to_f32(x, dtype)) ** 2))
+    return float(np.sum(np.where(where, (d - oracle.to_f32(x, dtype)) ** 2, 0.0)))
 
 
 def predicted(ref, first_shot_err2, dtype, codec) -> float:
@@ -233,7 +237,7 @@ def main(argv=None) -> int:
             ref = reference(xs, t)
             rel, mx = metrics(outs[(d, t, c)], ref, t)
             pc = api_codec(c, t)
-            e1 = [_first_shot_err2(d, t, pc, r, args.numel, args.seed) for r in range(w)]
+            e1 = [_first_shot_err2(d, t, pc, r, w, args.numel, args.seed) for r in range(w)]
             rows.append(dict(data=d, dtype=t, codec=pc, world_size=w, numel=args.numel,
                              rel_l2=rel, predicted_rel_l2=predicted(ref, e1, t, pc),
                              max_abs=mx, device=args.device))
