@@ -2,17 +2,18 @@
 //
 // The message is cut into tiles of W slices (slice = blockDim * 8 values, one lane of 8 per
 // thread); rank r owns slice r of every tile. A CTA owns tiles t = blockIdx, blockIdx + grid, ...
-// in a.groups groups (default kTwoShotGroups), software-pipelined, one signal/wait per group and phase (flag slot =
-// the group's first tile):
+// in a.groups groups (default: by bytes, at most kTwoShotGroups), software-pipelined, one
+// signal/wait per group and phase (flag slot = the group's first tile):
 //   1. scatter: encode my values of slice d and push them into rank d's rs_data[t][me];
 //      signal rs_flags[slot][me] on each peer.
 //   2. reduce:  wait for rs_flags[slot][*], decode every peer's contribution, add my own values
-//      exactly (they never cross the link; skipping their round trip took 8-19% off the codecs
-//      and lowers the error; the result then depends on who owns what, a rule the CPU twin shares:
-//      two_shot_layout.hpp), sum in fp32 in rank order, encode the sum once, push it to every peer's ag_data[t][me],
-//      decode my own copy of that same payload into the output (the owner holds exactly what
-//      everyone else gets); signal ag_flags.
+//      exactly (they never cross the link: 8-19% less codec time and a lower error; the result
+//      then depends on who owns what, a rule the CPU twin shares: two_shot_layout.hpp), sum in
+//      fp32 in rank order, encode the sum once, push it to every peer's ag_data[t][me], decode
+//      my own copy of that same payload into the output (the owner holds exactly what everyone
+//      else gets); signal ag_flags.
 //   3. gather:  wait for ag_flags[slot][*], decode each owner's payload into the output.
+// Pushes: passthrough slices through the SM's bulk-copy unit, codec slices by plain stores.
 // The same CTA index handles the same tiles on every rank (same grid, same message).
 // Flags hold the call's epoch (one per call, advanced by the last CTA to finish); a stale flag
 // holds an older one. Single-buffered data is safe: a rank enters call k+1 only after every peer
