@@ -2,7 +2,8 @@
 # The codec kernels' time follows their instruction count (bench/NOTES.md, change 12), so a change
 # that shrinks these loops is worth a device run; one that grows them is not.
 #
-#   python3 scripts/sass_loops.py [CODEC] [DTYPE]      e.g. Int4Codec 1 (1 = bf16, 0 = fp16)
+#   python3 scripts/sass_loops.py [CODEC] [DTYPE] [W]  e.g. Int4Codec 1 2 (1 = bf16, 0 = fp16; W: the
+#                                                     world-size specialisation, where kernels have one)
 #
 # Needs nvcc and cuobjdump (this machine has no cuobjdump: `pip download --no-deps triton`, unzip
 # triton/backends/nvidia/bin/cuobjdump from the wheel and put it on PATH).
@@ -20,8 +21,8 @@ def sass(cubin: str) -> str:
     return subprocess.run(["cuobjdump", "-sass", cubin], check=True, capture_output=True, text=True).stdout
 
 
-def kernel_lines(text: str, codec: str, dtype: str) -> list[tuple[int, str]]:
-    pattern = re.compile(rf"Function : _ZN2qr15two_shot_kernelINS_\d+{codec}ELNS_5DTypeE{dtype}E")
+def kernel_lines(text: str, codec: str, dtype: str, world: str) -> list[tuple[int, str]]:
+    pattern = re.compile(rf"Function : _ZN2qr15two_shot_kernelINS_\d+{codec}ELNS_5DTypeE{dtype}E(?:Li{world}E)?EEv")
     out, inside = [], False
     for line in text.splitlines():
         if "Function :" in line:
@@ -36,11 +37,12 @@ def kernel_lines(text: str, codec: str, dtype: str) -> list[tuple[int, str]]:
 def main() -> None:
     codec = sys.argv[1] if len(sys.argv) > 1 else "Int4Codec"
     dtype = sys.argv[2] if len(sys.argv) > 2 else "1"
+    world = sys.argv[3] if len(sys.argv) > 3 else "2"
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "dispatch.cubin")
         subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", "--fmad=false", "-O3", "-I", os.path.join(ROOT, "csrc"),
                         "-o", cubin, os.path.join(ROOT, "csrc", "algos", "dispatch.cu")], check=True)
-        lines = kernel_lines(sass(cubin), codec, dtype)
+        lines = kernel_lines(sass(cubin), codec, dtype, world)
     if not lines:
         sys.exit(f"no two_shot_kernel<{codec}, dtype {dtype}> in the SASS")
     print(f"two_shot_kernel<{codec}, dtype {dtype}>: {len(lines)} instructions")
