@@ -117,6 +117,15 @@ def round_trip(x: np.ndarray, dtype: str, codec: str) -> np.ndarray:
     return from_f32(_qdq(to_f32(x, dtype), dtype, codec), dtype)
 
 
+def owners(n: int, world: int, slice_values: int | None = None) -> np.ndarray:
+    """The rank that reduces each of n values: (i // slice_values) % world. slice_values None: the
+    two-shot's own layout for this size (`two_shot_slice_values`)."""
+    if slice_values is None:
+        from . import _C  # the layout rule only; the arithmetic here is independent of it
+        slice_values = _C.two_shot_slice_values(n, world)
+    return (np.arange(n) // slice_values) % world
+
+
 def all_reduce(inputs: list[np.ndarray], dtype: str, codec: str, slice_values: int | None = None) -> np.ndarray:
     """Two-shot all-reduce emulation: fp32 sum in fixed rank order of each rank's contribution,
     then one more Q/D of the sum, output to_T. Value i is reduced by rank (i // slice_values) % W,
@@ -125,11 +134,7 @@ def all_reduce(inputs: list[np.ndarray], dtype: str, codec: str, slice_values: i
     if not inputs:
         raise ValueError("need at least one rank")
     n = np.asarray(inputs[0]).size
-    world = len(inputs)
-    if slice_values is None:
-        from . import _C  # the layout rule only; the arithmetic below is independent of it
-        slice_values = _C.two_shot_slice_values(n, world)
-    owner = (np.arange(n) // slice_values) % world
+    owner = owners(n, len(inputs), slice_values)
     r = np.zeros(n, dtype=np.float32)
     with np.errstate(all="ignore"):
         for rank, x in enumerate(inputs):

@@ -63,9 +63,8 @@ def make_input(dataset: str, dtype: str, rank: int, numel: int, seed: int) -> np
 @functools.lru_cache(maxsize=None)
 def _first_shot_err2(dataset, dtype, codec, rank, world, numel, seed) -> float:
     """First-shot squared error of one rank: its values owned by another rank take a round trip."""
-    from quickreduce import _C
-    owner = (np.arange(numel) // _C.two_shot_slice_values(numel, world)) % world
-    return round_trip_err2(make_input(dataset, dtype, rank, numel, seed), dtype, codec, owner != rank)
+    not_mine = oracle.owners(numel, world) != rank
+    return round_trip_err2(make_input(dataset, dtype, rank, numel, seed), dtype, codec, not_mine)
 
 
 def reference(inputs, dtype) -> np.ndarray:
