@@ -112,8 +112,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
   auto slot_of = [&](uint8_t* base, size_t region, size_t t, int src) {
     return base + region + (t * W + src) * sl.total;
   };
-  // Threads 0..W-2 each own one peer for signalling and waiting.
-  const int peer = me + 1 + lane < W ? me + 1 + lane : me + 1 + lane - W;
+  // The j-th rank after me in ring order, j = 1..W-1: every peer once, in the same order everywhere.
+  auto rank_after = [&](int j) { return me + j < W ? me + j : me + j - W; };
+  // Threads 0..W-2 each wait for one peer's flag.
+  const int peer = rank_after(1 + lane);
   // A flag carries the sender's call signature beside the epoch: a peer that made a different
   // call (size, dtype, codec, algorithm) is reported, never decoded.
   auto wait_flags = [&](const uint64_t* flags, size_t t, uint32_t phase) {
@@ -151,9 +153,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
     }
   };
   // Tells every peer that what this CTA sent so far for the group whose flag slot is tile t landed
-  // in `region`'s data: the
-  // bulk copies are waited for, plain stores are ordered by the barrier (the release store is
-  // cumulative over it).
+  // in `region`'s data: the bulk copies are waited for, plain stores are ordered by the barrier
+  // (the release store is cumulative over it).
   auto announce = [&](size_t region, size_t t) {
     if constexpr (kBulkPush) {
       if (lane == 0) {
@@ -165,8 +166,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
     }
     if (lane == 0) {
       for (int j = 1; j < W; ++j) {
-        const int d = me + j < W ? me + j : me + j - W;
-        st_release_sys(reinterpret_cast<uint64_t*>(a.workspaces[d] + region) + t * W + me,
+        st_release_sys(reinterpret_cast<uint64_t*>(a.workspaces[rank_after(j)] + region) + t * W + me,
                        flag_word(epoch, a.signature));
       }
     }
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
     for (size_t i = 0; i < group_size(g); ++i) {
       const size_t t = tile_of(g, i), tile_base = t * tile_values;
       for (int j = 1; j < W; ++j) {
-        int d = me + j < W ? me + j : me + j - W;
+        const int d = rank_after(j);
         float v[kLaneValues];
         load_lane<D>(in, tile_base + d * slice_values + lane_offset, a.numel, v);
         Packed p;
@@ -225,10 +225,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
       uint16_t scale = IO::encode(acc, p);
       send_slice(
           p, scale,
-          [&](int j) {
-            const int d = me + 1 + j < W ? me + 1 + j : me + 1 + j - W;
-            return slot_of(a.workspaces[d], a.layout.ag_data, t, me);
-          },
+          [&](int j) { return slot_of(a.workspaces[rank_after(1 + j)], a.layout.ag_data, t, me); },
           W - 1);
       IO::decode(p, scale, acc);  // the owner keeps exactly what it broadcast
       store_lane<D>(out, tile_base + me * slice_values + lane_offset, a.numel, acc);
@@ -240,7 +237,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
     for (size_t i = 0; i < group_size(g); ++i) {
       const size_t t = tile_of(g, i), tile_base = t * tile_values;
       for (int j = 1; j < W; ++j) {
-        int src = me + j < W ? me + j : me + j - W;
+        const int src = rank_after(j);
         Packed p;
         float v[kLaneValues];
         uint16_t scale = IO::load(slot_of(local, a.layout.ag_data, t, src), sl, lane, p);
