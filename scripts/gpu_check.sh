@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build for sm_90 on all cores, run the GPU tests, then the benchmark.
 # Logs go under $OUT (the device tool brings them back). Usage: bash scripts/gpu_check.sh [stage...]
-# stages: build tests cputests sanitize timing peers tune bench ncu (default: build tests bench)
+# stages: build tests cputests sanitize timing peers tune bench (default: build tests bench)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/qr-out}; mkdir -p "$OUT"
@@ -36,16 +36,6 @@ for stage in $stages; do
     bench)
       python3 -m quickreduce.cli bench --sizes 8K:1G --dtype bf16 --csv "$OUT/bench.csv" --plot "$OUT/bench.png" 2>&1 \
         | tee "$OUT/bench.log" ;;
-    ncu)  # dev: Nsight Compute over one two-shot call per codec (NCU_CODECS, NCU_MB); application replay keeps ranks in step
-      so=$(python3 -c "import quickreduce._C as c; print(c.__file__)")
-      cuobjdump -sass "$so" > "$OUT/two_shot.sass" 2>&1; echo "sass lines: $(wc -l < "$OUT/two_shot.sass")"
-      for codec in ${NCU_CODECS:-int4}; do
-        timeout 300 ncu --target-processes all --replay-mode application --kernel-name regex:two_shot --launch-skip 2 \
-          --launch-count 1 --clock-control none --cache-control none --section SpeedOfLight --section WarpStateStats \
-          --section SchedulerStats --section MemoryWorkloadAnalysis python3 scripts/ncu_probe.py "$codec" "${NCU_MB:-256}" \
-          > "$OUT/ncu-$codec.txt" 2>&1
-        echo "ncu $codec: exit $?"; grep -E "Duration|Issue Slots Busy|Warp Cycles Per Issued|Stall|Throughput|No Eligible" "$OUT/ncu-$codec.txt" | head -30
-      done ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done
