@@ -1,4 +1,6 @@
 // Instantiates the kernels for every (dtype, codec) in the registry and launches them.
+#include <vector>
+
 #include "algos/launch.hpp"
 #include "algos/one_shot.cuh"
 #include "algos/two_shot.cuh"
@@ -43,29 +45,43 @@ cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t
 
 namespace {
 // CTAs that fit at once on the whole device for this kernel and CTA size: the two-shot grid never
-// exceeds it, so every CTA a peer waits for is resident (cached: the occupancy query is slow).
-template <class Kernel>
-int resident_blocks(Kernel kernel, int threads) {
-  static thread_local int cached[kTwoShotMaxThreads / 32 + 1] = {};
-  int& slot = cached[threads / 32];
-  if (slot == 0) {
-    int device = 0, sms = 0, per_sm = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
-    slot = sms * (per_sm > 0 ? per_sm : 1);
+// exceeds it, so every CTA a peer waits for is resident. Cached per (kernel, CTA size): the
+// occupancy query is slow, and kernels differ (passthrough fits 4 CTAs per SM, codecs 3).
+int resident_blocks(const void* kernel, int threads) {
+  struct Entry {
+    const void* kernel;
+    int threads, blocks;
+  };
+  static thread_local std::vector<Entry> cache;
+  for (const Entry& e : cache)
+    if (e.kernel == kernel && e.threads == threads) return e.blocks;
+  int device = 0, sms = 0, per_sm = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
+  cache.push_back({kernel, threads, sms * (per_sm > 0 ? per_sm : 1)});
+  return cache.back().blocks;
+}
+
+// The two-shot kernel for this world size: specialised for 2, 4 and 8, generic otherwise.
+template <class Codec, DType D>
+auto two_shot_for(int world_size) {
+  switch (world_size) {
+    case 2: return two_shot_kernel<Codec, D, 2>;
+    case 4: return two_shot_kernel<Codec, D, 4>;
+    case 8: return two_shot_kernel<Codec, D, 8>;
+    default: return two_shot_kernel<Codec, D, 0>;
   }
-  return slot;
 }
 }  // namespace
 
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream) {
   return dispatch_codec(codec, dtype, [&](auto codec_t, auto d) {
     using Codec = decltype(codec_t);
-    auto kernel = two_shot_kernel<Codec, decltype(d)::value>;
+    auto kernel = two_shot_for<Codec, decltype(d)::value>(args.world_size);
     size_t tile_values = size_t(args.threads) * kLaneValues * args.world_size;
     size_t tiles = (args.numel + tile_values - 1) / tile_values;
-    int limit = resident_blocks(kernel, args.threads);
+    int limit = resident_blocks(reinterpret_cast<const void*>(kernel), args.threads);
     if (args.blocks <= 0 || args.blocks > limit) args.blocks = limit;
     if (size_t(args.blocks) > tiles) args.blocks = int(tiles);
     return launch(kernel, args.blocks, args.threads, args, stream);

@@ -76,7 +76,9 @@ constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;  //
 // At least 3 CTAs of 512 per SM (<= 40 registers, no spills): a codec kernel's time fell with every
 // warp added (1 GiB int4: 66/132/264 CTAs of 512 -> 3579/1958/1373 us), and 3 per SM took int4 to
 // 1283 us; 4 per SM (32 registers) measured the same (bench/NOTES.md change 11).
-template <class Codec, DType D>
+// kWorld: the world size as a compile-time constant (2, 4, 8: the rank loops unroll and their
+// index arithmetic folds), or 0 for any other size (read from the arguments).
+template <class Codec, DType D, int kWorld>
 __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
@@ -98,7 +100,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
   __syncthreads();
   if (s_failed) return;
   const uint32_t epoch = s_epoch;
-  const int W = a.world_size, me = a.rank, lane = threadIdx.x;
+  const int W = kWorld > 0 ? kWorld : a.world_size, me = a.rank, lane = threadIdx.x;
   const size_t slice_values = size_t(blockDim.x) * kLaneValues;
   const size_t tile_values = slice_values * W;
   const size_t num_tiles = (a.numel + tile_values - 1) / tile_values;
