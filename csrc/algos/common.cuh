@@ -1,13 +1,17 @@
 // Per-thread loads/stores of one lane (8 values = 16 bytes) of a user tensor, tails included.
+// `valid` = how many of the lane's 8 values lie inside the tensor (may be <= 0 or >= 8): callers
+// that know a whole tile is inside pass kLaneValues and the tail branch folds away.
 #pragma once
+#include <cstddef>
+
 #include "core/block.hpp"
 
 namespace qr {
 
 template <DType D>
-__device__ __forceinline__ void load_lane(const uint16_t* in, size_t idx, size_t numel, float v[kLaneValues]) {
-  if (idx + kLaneValues <= numel) {
-    uint4 w = *reinterpret_cast<const uint4*>(in + idx);
+__device__ __forceinline__ void load_lane(const uint16_t* p, ptrdiff_t valid, float v[kLaneValues]) {
+  if (valid >= kLaneValues) {
+    uint4 w = *reinterpret_cast<const uint4*>(p);
     const uint32_t u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -16,23 +20,23 @@ __device__ __forceinline__ void load_lane(const uint16_t* in, size_t idx, size_t
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < kLaneValues; ++i) v[i] = idx + i < numel ? to_float<D>(in[idx + i]) : 0.0f;
+    for (int i = 0; i < kLaneValues; ++i) v[i] = i < valid ? to_float<D>(p[i]) : 0.0f;
   }
 }
 
 template <DType D>
-__device__ __forceinline__ void store_lane(uint16_t* out, size_t idx, size_t numel, const float v[kLaneValues]) {
-  if (idx + kLaneValues <= numel) {
+__device__ __forceinline__ void store_lane(uint16_t* p, ptrdiff_t valid, const float v[kLaneValues]) {
+  if (valid >= kLaneValues) {
     uint4 w;
     w.x = pack2<D>(v[0], v[1]);
     w.y = pack2<D>(v[2], v[3]);
     w.z = pack2<D>(v[4], v[5]);
     w.w = pack2<D>(v[6], v[7]);
-    *reinterpret_cast<uint4*>(out + idx) = w;
+    *reinterpret_cast<uint4*>(p) = w;
   } else {
 #pragma unroll
     for (int i = 0; i < kLaneValues; ++i)
-      if (idx + i < numel) out[idx + i] = from_float<D>(v[i]);
+      if (i < valid) p[i] = from_float<D>(v[i]);
   }
 }
 

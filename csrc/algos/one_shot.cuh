@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs
       }
       accumulate_vector<D>(acc, v);
     }
-    if (ok) store_lane<D>(out, p * kLaneValues, a.numel, acc);
+    if (ok) store_lane<D>(out + p * kLaneValues, ptrdiff_t(a.numel - p * kLaneValues), acc);
   }
 
   __syncthreads();

@@ -111,9 +111,6 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
   const auto* rs_flags = reinterpret_cast<const uint64_t*>(local + a.layout.rs_flags);
   const auto* ag_flags = reinterpret_cast<const uint64_t*>(local + a.layout.ag_flags);
   WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
-  auto slot_of = [&](uint8_t* base, size_t region, size_t t, int src) {
-    return base + region + (t * W + src) * sl.total;
-  };
   // The j-th rank after me in ring order, j = 1..W-1: every peer once, in the same order everywhere.
   auto rank_after = [&](int j) { return me + j < W ? me + j : me + j - W; };
   // Threads 0..W-2 each wait for one peer's flag.
@@ -192,59 +189,87 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
   auto tile_of = [&](size_t g, size_t i) { return blockIdx.x + (g * per_group + i) * gridDim.x; };
   auto group_size = [&](size_t g) { return min(per_group, my_tiles - g * per_group); };
 
+  // Addresses walk a group's tiles one grid stride at a time: recomputing them from the tile
+  // index in 64-bit arithmetic was about half of what an int4 scatter step executed.
+  struct TileCursor {
+    size_t first;  // index of the tile's first value
+    size_t slots;  // byte offset of the tile's first slot in rs_data / ag_data
+  };
+  const size_t value_stride = size_t(gridDim.x) * tile_values;
+  const size_t slot_stride = size_t(gridDim.x) * W * sl.total;
+  const size_t my_slot = size_t(me) * sl.total;
+  auto cursor = [&](size_t g) {
+    const size_t t = tile_of(g, 0);
+    return TileCursor{t * tile_values, t * W * sl.total};
+  };
+  auto advance = [&](TileCursor& c) {
+    c.first += value_stride;
+    c.slots += slot_stride;
+  };
+  // Values of my lane in slice s of the tile that lie inside the tensor (only the last tile is cut).
+  auto lane_valid = [&](const TileCursor& c, bool full, int s) {
+    return full ? ptrdiff_t(kLaneValues) : ptrdiff_t(a.numel) - ptrdiff_t(c.first + s * slice_values + lane_offset);
+  };
+  const uint16_t* in_lane = in + lane_offset;
+  uint16_t* out_lane = out + lane_offset;
+
   auto scatter = [&](size_t g) {  // 1. encode my slices of every tile of g and push them to their owners
-    for (size_t i = 0; i < group_size(g); ++i) {
-      const size_t t = tile_of(g, i), tile_base = t * tile_values;
+    TileCursor c = cursor(g);
+    for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
+      const bool full = c.first + tile_values <= a.numel;
       for (int j = 1; j < W; ++j) {
         const int d = rank_after(j);
         float v[kLaneValues];
-        load_lane<D>(in, tile_base + d * slice_values + lane_offset, a.numel, v);
+        load_lane<D>(in_lane + c.first + d * slice_values, lane_valid(c, full, d), v);
         Packed p;
         uint16_t scale = IO::encode(v, p);
-        send_slice(p, scale, [&](int) { return slot_of(a.workspaces[d], a.layout.rs_data, t, me); }, 1);
+        send_slice(p, scale, [&](int) { return a.workspaces[d] + a.layout.rs_data + c.slots + my_slot; }, 1);
       }
     }
   };
   auto reduce = [&](size_t g) {  // 2. sum my slice in rank order, broadcast the encoded sum
     if (!wait_flags(rs_flags, tile_of(g, 0), 1)) return false;
-    for (size_t i = 0; i < group_size(g); ++i) {
-      const size_t t = tile_of(g, i), tile_base = t * tile_values;
-      float acc[kLaneValues] = {};
+    TileCursor c = cursor(g);
+    for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
+      const bool full = c.first + tile_values <= a.numel;
+      const uint8_t* slots = local + a.layout.rs_data + c.slots;
+      float acc[kLaneValues];  // starts as rank 0's term: 0 + x would cost an add per value
       for (int src = 0; src < W; ++src) {
         float v[kLaneValues];
         Packed p;
         uint16_t scale;
         if (src == me) {  // my own values never cross the link: added exactly (no round trip)
-          load_lane<D>(in, tile_base + me * slice_values + lane_offset, a.numel, v);
+          load_lane<D>(in_lane + c.first + me * slice_values, lane_valid(c, full, me), v);
         } else {
-          scale = IO::load(slot_of(local, a.layout.rs_data, t, src), sl, lane, p);
+          scale = IO::load(slots + src * sl.total, sl, lane, p);
           IO::decode(p, scale, v);
         }
 #pragma unroll
-        for (int k = 0; k < kLaneValues; ++k) acc[k] += v[k];
+        for (int k = 0; k < kLaneValues; ++k) acc[k] = src == 0 ? v[k] : acc[k] + v[k];
       }
       Packed p;
       uint16_t scale = IO::encode(acc, p);
       send_slice(
-          p, scale,
-          [&](int j) { return slot_of(a.workspaces[rank_after(1 + j)], a.layout.ag_data, t, me); },
+          p, scale, [&](int j) { return a.workspaces[rank_after(1 + j)] + a.layout.ag_data + c.slots + my_slot; },
           W - 1);
       IO::decode(p, scale, acc);  // the owner keeps exactly what it broadcast
-      store_lane<D>(out, tile_base + me * slice_values + lane_offset, a.numel, acc);
+      store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c, full, me), acc);
     }
     return true;
   };
   auto gather = [&](size_t g) {  // 3. decode the other owners' reduced slices
     if (!wait_flags(ag_flags, tile_of(g, 0), 2)) return false;
-    for (size_t i = 0; i < group_size(g); ++i) {
-      const size_t t = tile_of(g, i), tile_base = t * tile_values;
+    TileCursor c = cursor(g);
+    for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
+      const bool full = c.first + tile_values <= a.numel;
+      const uint8_t* slots = local + a.layout.ag_data + c.slots;
       for (int j = 1; j < W; ++j) {
         const int src = rank_after(j);
         Packed p;
         float v[kLaneValues];
-        uint16_t scale = IO::load(slot_of(local, a.layout.ag_data, t, src), sl, lane, p);
+        uint16_t scale = IO::load(slots + src * sl.total, sl, lane, p);
         IO::decode(p, scale, v);
-        store_lane<D>(out, tile_base + src * slice_values + lane_offset, a.numel, v);
+        store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c, full, src), v);
       }
     }
     return true;

@@ -73,8 +73,30 @@ struct Fp4Codec {
   }
   template <DType D>
   QR_HD static void decode(const Packed& p, float s, float v[kLaneValues]) {
+#if QR_DEVICE_COMPILE
+    // An e2m1 nibble s.e1e0.m moved to bits 7 and 4..2 of a byte is the e4m3 value 2^-6 times as
+    // large (biases 1 and 7), and the hardware converts e4m3 pairs to fp16 in one instruction:
+    // ~4 instructions per value instead of ~10 for the bit-by-bit decode. x64 in fp16 and the
+    // fp32 multiply by s are exact / rounded once, as e2m1_to_float(c) * s is.
+    auto to_e4m3 = [](uint32_t nibbles) {  // nibble k in byte k -> e4m3 byte k
+      return ((nibbles << 2) & 0x1c1c1c1cu) | ((nibbles << 4) & 0x80808080u);
+    };
+    const uint32_t even = to_e4m3(p.a & 0x0f0f0f0fu);         // values 0, 2, 4, 6
+    const uint32_t odd = to_e4m3((p.a >> 4) & 0x0f0f0f0fu);   // values 1, 3, 5, 7
+    const __half2 x64 = __float2half2_rn(64.0f);
+    const uint32_t pairs[4] = {even & 0xffffu, odd & 0xffffu, even >> 16, odd >> 16};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {  // pair j holds values base, base + 2 (base = 0, 1, 4, 5)
+      const int base = (j & 1) + 4 * (j >> 1);
+      __half2 h = __hmul2(__half2(__nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(pairs[j]), __NV_E4M3)), x64);
+      float2 f = __half22float2(h);
+      v[base] = f.x * s;
+      v[base + 2] = f.y * s;
+    }
+#else
 #pragma unroll
     for (int i = 0; i < kLaneValues; ++i) v[i] = e2m1_to_float((p.a >> (4 * i)) & 0xfu) * s;
+#endif
   }
 };
 

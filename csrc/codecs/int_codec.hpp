@@ -24,6 +24,19 @@ struct IntQuant {
   QR_HD static float dequantize(uint32_t code, float scale) {
     return (bits_float(kMagicBits + code) - (kMagic + kDivisor)) * scale;
   }
+#if QR_DEVICE_COMPILE
+  // Two codes at bits 0.. and 16.. of `pair` at once: 0x6400 | code is the fp16 1024 + code
+  // (exact below 2048), so one paired fp16 subtract leaves code - qmax, exactly, in both halves;
+  // same values as dequantize() in ~3.5 instructions per value instead of ~5.
+  __device__ static void dequantize_pair(uint32_t pair, float scale, float& lo, float& hi) {
+    const uint32_t biased = pair | 0x64006400u;
+    const __half2 h = __hsub2(*reinterpret_cast<const __half2*>(&biased),
+                              __half2half2(__ushort_as_half(uint16_t(0x6400 + kQMax))));
+    const float2 f = __half22float2(h);
+    lo = f.x * scale;
+    hi = f.y * scale;
+  }
+#endif
 };
 
 struct Int8Codec {
@@ -44,11 +57,18 @@ struct Int8Codec {
   }
   template <DType D>
   QR_HD static void decode(const Packed& p, float s, float v[kLaneValues]) {
+#if QR_DEVICE_COMPILE
+    Q::dequantize_pair(p.a.x & 0x00ff00ffu, s, v[0], v[2]);
+    Q::dequantize_pair((p.a.x >> 8) & 0x00ff00ffu, s, v[1], v[3]);
+    Q::dequantize_pair(p.a.y & 0x00ff00ffu, s, v[4], v[6]);
+    Q::dequantize_pair((p.a.y >> 8) & 0x00ff00ffu, s, v[5], v[7]);
+#else
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       v[i] = Q::dequantize((p.a.x >> (8 * i)) & 0xffu, s);
       v[4 + i] = Q::dequantize((p.a.y >> (8 * i)) & 0xffu, s);
     }
+#endif
   }
 };
 
@@ -70,8 +90,13 @@ struct Int4Codec {
   }
   template <DType D>
   QR_HD static void decode(const Packed& p, float s, float v[kLaneValues]) {
+#if QR_DEVICE_COMPILE
+#pragma unroll
+    for (int i = 0; i < 4; ++i) Q::dequantize_pair((p.a >> (4 * i)) & 0x000f000fu, s, v[i], v[i + 4]);
+#else
 #pragma unroll
     for (int i = 0; i < kLaneValues; ++i) v[i] = Q::dequantize((p.a >> (4 * i)) & 0xfu, s);
+#endif
   }
 };
 
@@ -100,11 +125,19 @@ struct Int6Codec {
   }
   template <DType D>
   QR_HD static void decode(const Packed& p, float s, float v[kLaneValues]) {
+#if QR_DEVICE_COMPILE
+    // high bits of values 0-3 at bits 0..7, of values 4-7 at bits 16..23: pairs (i, i + 4) line up
+    const uint32_t hi = (uint32_t(p.b) & 0xffu) | ((uint32_t(p.b) & 0xff00u) << 8);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      Q::dequantize_pair(((p.a >> (4 * i)) & 0x000f000fu) | (((hi >> (2 * i)) & 0x00030003u) << 4), s, v[i], v[i + 4]);
+#else
 #pragma unroll
     for (int i = 0; i < kLaneValues; ++i) {
       uint32_t q = ((p.a >> (4 * i)) & 0xfu) | (((uint32_t(p.b) >> (2 * i)) & 3u) << 4);
       v[i] = Q::dequantize(q, s);
     }
+#endif
   }
 };
 

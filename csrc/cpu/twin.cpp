@@ -60,7 +60,7 @@ void twin_all_reduce(const uint16_t* const* inputs, int world_size, uint16_t* ou
         float v[kBlockValues] = {};
         for (size_t i = 0; i < count; ++i) v[i] = to_float<D>(inputs[r][base + i]);
         if (r != owner) round_trip_block<Codec, D>(v);  // the owner's own values stay exact
-        for (size_t i = 0; i < count; ++i) acc[i] += v[i];  // padding stays 0
+        for (size_t i = 0; i < count; ++i) acc[i] = r == 0 ? v[i] : acc[i] + v[i];  // padding stays 0
       }
       round_trip_block<Codec, D>(acc);  // second shot
       for (size_t i = 0; i < count; ++i) out[base + i] = from_float<D>(acc[i]);

@@ -93,7 +93,7 @@ def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
     absmax = absbits.max(axis=1).view(np.float32)
     div = np.float32(DIVISOR[codec])
     with np.errstate(all="ignore"):
-        q = absmax / div  # fp32 division
+        q = absmax * (np.float32(1) / div)  # fp32 multiply by fl(1/divisor)
         s = round_to(q, dtype)
         sf = np.where(np.isfinite(absmax), s, np.float32(np.nan)).astype(np.float32)
         ok = (sf >= _F32_MIN) & (sf <= _F32_MAX)  # spec: below FLT_MIN, 1/sf would overflow
@@ -135,12 +135,13 @@ def all_reduce(inputs: list[np.ndarray], dtype: str, codec: str, slice_values: i
         raise ValueError("need at least one rank")
     n = np.asarray(inputs[0]).size
     owner = owners(n, len(inputs), slice_values)
-    r = np.zeros(n, dtype=np.float32)
+    r = None
     with np.errstate(all="ignore"):
         for rank, x in enumerate(inputs):
             x = np.asarray(x, dtype=np.uint16).reshape(-1)
             if x.size != n:
                 raise ValueError("all ranks must have the same length")
             exact = to_f32(x, dtype)
-            r = r + np.where(owner == rank, exact, _qdq(exact, dtype, codec))  # fp32 add, rank order
+            term = np.where(owner == rank, exact, _qdq(exact, dtype, codec)).astype(np.float32)
+            r = term if r is None else r + term  # fp32 add, rank order, starting from rank 0's term
     return from_f32(_qdq(r, dtype, codec), dtype)
