@@ -22,7 +22,7 @@ def sass(cubin: str) -> str:
 
 
 def kernel_lines(text: str, codec: str, dtype: str, world: str) -> list[tuple[int, str]]:
-    pattern = re.compile(rf"Function : _ZN2qr15two_shot_kernelINS_\d+{codec}ELNS_5DTypeE{dtype}E(?:Li{world}E)?(?:Li512E)?EEv")
+    pattern = re.compile(rf"Function : _ZN2qr15two_shot_kernelINS_\d+{codec}ELNS_5DTypeE{dtype}E(?:Li{world}E)?EEv")
     out, inside = [], False
     for line in text.splitlines():
         if "Function :" in line:

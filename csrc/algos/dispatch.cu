@@ -63,28 +63,22 @@ int resident_blocks(const void* kernel, int threads) {
   return cache.back().blocks;
 }
 
-// The two-shot kernel for this world size and CTA size: specialised for 2, 4 and 8 ranks and for
-// the largest CTA (what large messages use), generic otherwise.
-template <class Codec, DType D, int kThreads>
-auto two_shot_for_world(int world_size) {
-  switch (world_size) {
-    case 2: return two_shot_kernel<Codec, D, 2, kThreads>;
-    case 4: return two_shot_kernel<Codec, D, 4, kThreads>;
-    case 8: return two_shot_kernel<Codec, D, 8, kThreads>;
-    default: return two_shot_kernel<Codec, D, 0, kThreads>;
-  }
-}
+// The two-shot kernel for this world size: specialised for 2, 4 and 8, generic otherwise.
 template <class Codec, DType D>
-auto two_shot_for(int world_size, int threads) {
-  return threads == kTwoShotMaxThreads ? two_shot_for_world<Codec, D, kTwoShotMaxThreads>(world_size)
-                                       : two_shot_for_world<Codec, D, 0>(world_size);
+auto two_shot_for(int world_size) {
+  switch (world_size) {
+    case 2: return two_shot_kernel<Codec, D, 2>;
+    case 4: return two_shot_kernel<Codec, D, 4>;
+    case 8: return two_shot_kernel<Codec, D, 8>;
+    default: return two_shot_kernel<Codec, D, 0>;
+  }
 }
 }  // namespace
 
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream) {
   return dispatch_codec(codec, dtype, [&](auto codec_t, auto d) {
     using Codec = decltype(codec_t);
-    auto kernel = two_shot_for<Codec, decltype(d)::value>(args.world_size, args.threads);
+    auto kernel = two_shot_for<Codec, decltype(d)::value>(args.world_size);
     size_t tile_values = size_t(args.threads) * kLaneValues * args.world_size;
     size_t tiles = (args.numel + tile_values - 1) / tile_values;
     int limit = resident_blocks(reinterpret_cast<const void*>(kernel), args.threads);

@@ -78,9 +78,7 @@ constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;  //
 // 1283 us; 4 per SM (32 registers) measured the same (bench/NOTES.md change 11).
 // kWorld: the world size as a compile-time constant (2, 4, 8: the rank loops unroll and their
 // index arithmetic folds), or 0 for any other size (read from the arguments).
-// kThreads: the CTA size as a compile-time constant (kTwoShotMaxThreads, what large messages use:
-// slice sizes, plane offsets and strides fold into immediates), or 0 for any CTA size.
-template <class Codec, DType D, int kWorld, int kThreads>
+template <class Codec, DType D, int kWorld>
 __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
@@ -104,7 +102,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
   if (s_failed) return;
   const uint32_t epoch = s_epoch;
   const int W = kWorld > 0 ? kWorld : a.world_size, me = a.rank, lane = threadIdx.x;
-  const size_t slice_values = size_t(kThreads > 0 ? kThreads : blockDim.x) * kLaneValues;
+  const size_t slice_values = size_t(blockDim.x) * kLaneValues;
   const size_t tile_values = slice_values * W;
   const size_t num_tiles = (a.numel + tile_values - 1) / tile_values;
   const auto sl = SliceLayout<Codec>::make(slice_values);
@@ -209,24 +207,17 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
     c.first += value_stride;
     c.slots += slot_stride;
   };
-  // Values of my lane in slice s of the tile that lie inside the tensor. Only the last tile can be
-  // cut: every other one runs the tile body instantiated with kFull = true, without tail tests.
-  auto lane_valid = [&](const TileCursor& c, auto full, int s) {
-    if constexpr (decltype(full)::value) return ptrdiff_t(kLaneValues);
-    else return ptrdiff_t(a.numel) - ptrdiff_t(c.first + s * slice_values + lane_offset);
-  };
-  auto for_tiles = [&](size_t g, auto&& body) {  // body(cursor, full) for every tile of group g
-    TileCursor c = cursor(g);
-    for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
-      if (c.first + tile_values <= a.numel) body(c, std::true_type{});
-      else body(c, std::false_type{});
-    }
+  // Values of my lane in slice s of the tile that lie inside the tensor (only the last tile is cut).
+  auto lane_valid = [&](const TileCursor& c, bool full, int s) {
+    return full ? ptrdiff_t(kLaneValues) : ptrdiff_t(a.numel) - ptrdiff_t(c.first + s * slice_values + lane_offset);
   };
   const uint16_t* in_lane = in + lane_offset;
   uint16_t* out_lane = out + lane_offset;
 
   auto scatter = [&](size_t g) {  // 1. encode my slices of every tile of g and push them to their owners
-    for_tiles(g, [&](const TileCursor& c, auto full) {
+    TileCursor c = cursor(g);
+    for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
+      const bool full = c.first + tile_values <= a.numel;
       for (int j = 1; j < W; ++j) {
         const int d = rank_after(j);
         float v[kLaneValues];
@@ -235,11 +226,13 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
         uint16_t scale = IO::encode(v, p);
         send_slice(p, scale, [&](int) { return a.workspaces[d] + a.layout.rs_data + c.slots + my_slot; }, 1);
       }
-    });
+    }
   };
   auto reduce = [&](size_t g) {  // 2. sum my slice in rank order, broadcast the encoded sum
     if (!wait_flags(rs_flags, tile_of(g, 0), 1)) return false;
-    for_tiles(g, [&](const TileCursor& c, auto full) {
+    TileCursor c = cursor(g);
+    for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
+      const bool full = c.first + tile_values <= a.numel;
       const uint8_t* slots = local + a.layout.rs_data + c.slots;
       float acc[kLaneValues];  // starts as rank 0's term: 0 + x would cost an add per value
       for (int src = 0; src < W; ++src) {
@@ -262,12 +255,14 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
           W - 1);
       IO::decode(p, scale, acc);  // the owner keeps exactly what it broadcast
       store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c, full, me), acc);
-    });
+    }
     return true;
   };
   auto gather = [&](size_t g) {  // 3. decode the other owners' reduced slices
     if (!wait_flags(ag_flags, tile_of(g, 0), 2)) return false;
-    for_tiles(g, [&](const TileCursor& c, auto full) {
+    TileCursor c = cursor(g);
+    for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
+      const bool full = c.first + tile_values <= a.numel;
       const uint8_t* slots = local + a.layout.ag_data + c.slots;
       for (int j = 1; j < W; ++j) {
         const int src = rank_after(j);
@@ -277,7 +272,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
         IO::decode(p, scale, v);
         store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c, full, src), v);
       }
-    });
+    }
     return true;
   };
 
