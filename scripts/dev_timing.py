@@ -14,6 +14,7 @@ def run(rank, world, port):
         sizes = [int(x[:-1]) << 10 if x.endswith("K") else int(x) << 20 for x in os.environ["DEV_SIZES"].split(",")]
     methods += [("two_t128", "fp16", "two_shot"), ("two_t256", "fp16", "two_shot"), ("two_t512", "fp16", "two_shot")]
     methods += [(f"{c}_t{t}_b{b}", c, "two_shot") for c in ("int4", "fp4", "two") for t in (256, 512) for b in (66, 132, 264)]
+    methods += [(f"{c}_g{g}", c, "two_shot") for c in ("int4", "int6", "fp8", "fp4") for g in (4, 8, 16, 32, 64)]
     if os.environ.get("DEV_METHODS"): methods = [m for m in methods if m[0] in os.environ["DEV_METHODS"].split(",")]
     if rank == 0: print("bytes " + " ".join(f"{m[0]:>9}" for m in methods), flush=True)
     for nbytes in sizes:
@@ -26,7 +27,7 @@ def run(rank, world, port):
         for name, codec, algo in methods:
             if algo == "one_shot" and nbytes > comm._c.one_shot_max_bytes: row.append(float("nan")); continue
             comm.pdl = name.endswith("pdl")
-            comm.two_shot_groups = 1 if name.endswith("_g1") else 16 if name.endswith("_g16") else 0
+            comm.two_shot_groups = int(name.rsplit("_g", 1)[1]) if "_g" in name else 0
             def call(i):
                 if name == "nccl": dist.all_reduce(xs[i % nbuf])
                 elif "_t" in name or "_b" in name:  # e.g. two_t256, int4_t512_b132: codec, CTA size, grid

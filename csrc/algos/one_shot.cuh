@@ -66,6 +66,15 @@ template <DType D>
 __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs a) {
   grid_dependency_wait();  // with PDL: the previous kernel's writes are visible from here on
   grid_dependents_launch();
+  const auto* in = static_cast<const uint16_t*>(a.in);
+  const size_t vectors = (a.numel + kLaneValues - 1) / kLaneValues;
+  const size_t stride = size_t(kOneShotBlocks) * kOneShotThreads;
+  const size_t first = size_t(blockIdx.x) * kOneShotThreads + threadIdx.x;
+  const bool has_work = first < vectors;  // same on every rank when the calls match
+  // My first vector is loaded before the epoch, so the two loads overlap instead of the input's
+  // waiting behind the epoch's address arithmetic and the signature store.
+  const uint4 mine = has_work ? load_vector(in, first, a.numel) : make_uint4(0, 0, 0, 0);
+  auto my_vector = [&](size_t p) { return p == first ? mine : load_vector(in, p, a.numel); };
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
   // No abort check here: it would put a dependent load before the first send. A broken
   // communicator's waits see the abort word within 64 polls and return.
@@ -76,13 +85,8 @@ __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs
   const size_t V = a.layout.lamport_vectors;
   const size_t buffer = size_t(epoch % kLamportBuffers) * W * V;
   const size_t previous = size_t((epoch + kLamportBuffers - 1) % kLamportBuffers) * W * V;
-  const auto* in = static_cast<const uint16_t*>(a.in);
   auto* out = static_cast<uint16_t*>(a.out);
-  const size_t vectors = (a.numel + kLaneValues - 1) / kLaneValues;
-  const size_t stride = size_t(kOneShotBlocks) * kOneShotThreads;
-  const size_t first = size_t(blockIdx.x) * kOneShotThreads + threadIdx.x;
 
-  const bool has_work = first < vectors;  // same on every rank when the calls match
   if (has_work && threadIdx.x == 0) {  // this call's signature to the same CTA on every peer
     for (int j = 1; j < W; ++j) {
       int d = me + j < W ? me + j : me + j - W;
@@ -91,7 +95,7 @@ __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs
     }
   }
   for (size_t p = first; p < vectors; p += stride) {
-    uint4 v = load_vector(in, p, a.numel);
+    const uint4 v = my_vector(p);
     for (int j = 1; j < W; ++j) {
       int d = me + j < W ? me + j : me + j - W;
       auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.lamport);
@@ -134,7 +138,7 @@ __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs
     for (int src = 0; src < W; ++src) {  // fixed order: every rank rounds the same sum
       uint4 v;
       if (src == me) {
-        v = load_vector(in, p, a.numel);
+        v = my_vector(p);
       } else {
         const uint4* slot = local + buffer + size_t(src) * V + p;
         ok = spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return vector_arrived(x); }, v,
