@@ -13,7 +13,7 @@
 //      my own copy of that same payload into the output (the owner holds exactly what everyone
 //      else gets); signal ag_flags.
 //   3. gather:  wait for ag_flags[slot][*], decode each owner's payload into the output.
-// Pushes: slices go through the SM's bulk-copy unit (fp4's by plain stores: see kBulkPush).
+// Pushes: slices go through the SM's bulk-copy unit (see kBulkPush).
 // The same CTA index handles the same tiles on every rank (same grid, same message).
 // Flags hold the call's epoch (one per call, advanced by the last CTA to finish); a stale flag
 // holds an older one. Single-buffered data is safe: a rank enters call k+1 only after every peer
@@ -85,11 +85,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
   grid_dependency_wait();
   grid_dependents_launch();
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
-  // Slices go out through the SM's bulk-copy unit, but fp4's: one large write per slice instead of
-  // a 4-8 byte store per lane and a 2-byte one per scale keeps NVLink busier (2x H200, 1 GiB:
-  // passthrough -3-6%, int4 -2%, int6/int8/fp8 -5-6%), while the CTA barrier per staged slice
-  // costs fp4, still bound by its encode, 6% (bench/NOTES.md changes 9 and 15).
-  constexpr bool kBulkPush = !std::is_same_v<Codec, Fp4Codec>;
+  // Slices go out through the SM's bulk-copy unit: one large write per slice instead of a 4-8 byte
+  // store per lane and a 2-byte one per scale keeps NVLink busier (2x H200, 1 GiB: passthrough
+  // -3-6%, int4 -2%, int6/int8/fp8 -5-6%; bench/NOTES.md changes 9, 15 and 17).
+  constexpr bool kBulkPush = true;
   __shared__ alignas(128) uint8_t s_stage[kBulkPush ? kStageSlots * kStageBytes : 16];  // outgoing slices
   __shared__ uint32_t s_epoch;
   __shared__ int s_failed;

@@ -154,24 +154,7 @@ QR_HD float e4m3_to_float(uint8_t c) {
   return bits_float(sign | ((e + 120u) << 23) | (m << 20));
 }
 
-// ---- fp4 e2m1: magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}, RNE with ties to the even code ----
-// Below 1 the grid is {0, .5, 1}: rint(2a) by the adder. From 1 up, e2m1 is fp32 rounded to one
-// mantissa bit (RNE on the bits), its exponent rebased, saturated at 6 (code 7). NaN -> +0 (fmaxf
-// drops it; only a NaN-scaled block, which decodes to NaN anyway, can hold one). Same codes as the
-// seven threshold compares this replaced, in about two thirds of the instructions.
-QR_HD uint32_t float_to_e2m1(float f) {
-  const float a = fmaxf(fabsf(f), 0.0f);
-  uint32_t code;
-  if (a < 1.0f) {
-    code = float_bits((a + a) + 12582912.0f) - 0x4B400000u;  // rint(2a): 0, 1 or 2
-  } else {
-    const uint32_t u = float_bits(a);
-    const uint32_t r = (u + 0x1FFFFFu + ((u >> 22) & 1u)) >> 22;  // exponent:mantissa bit, rounded
-    code = r - 252u < 7u ? r - 252u : 7u;  // 1.0 = 254 -> 2; >= 8 (and inf) -> 7
-  }
-  const uint32_t sign = (float_bits(f) >> 28) & 8u;
-  return code | (code ? sign : 0u);  // zero is always +0
-}
+// ---- fp4 e2m1: magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}; encoding lives in Fp4Codec ----
 QR_HD float e2m1_to_float(uint32_t c) {
   uint32_t e = (c >> 1) & 3u, m = c & 1u;
   // e == 0: 0 or 0.5; else (1 + m/2) * 2^(e-1)

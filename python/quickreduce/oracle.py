@@ -103,7 +103,7 @@ def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
         if codec == "fp8":
             code = _e4m3(u)
         elif codec == "fp4":
-            code = _e2m1(u)
+            code = _e2m1(u.astype(np.float16).astype(np.float32))  # spec: u rounded to fp16 first
         else:
             qmax = div
             # fminf/fmaxf: a NaN operand returns the other one (np.fmin/np.fmax semantics)
