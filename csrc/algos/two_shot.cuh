@@ -13,14 +13,13 @@
 //      my own copy of that same payload into the output (the owner holds exactly what everyone
 //      else gets); signal ag_flags.
 //   3. gather:  wait for ag_flags[slot][*], decode each owner's payload into the output.
-// Pushes: slices go through the SM's bulk-copy unit (see kBulkPush).
+// Pushes: every slice is staged in shared memory and sent by the SM's bulk-copy unit.
 // The same CTA index handles the same tiles on every rank (same grid, same message).
 // Flags hold the call's epoch (one per call, advanced by the last CTA to finish); a stale flag
 // holds an older one. Single-buffered data is safe: a rank enters call k+1 only after every peer
 // broadcast its slices of call k, i.e. after the peers finished reading what call k+1 overwrites.
 // Peer-written data is read with ld.cg (L2), never through a possibly stale L1 line.
 #pragma once
-#include <type_traits>
 
 #include "algos/args.hpp"
 #include "algos/common.cuh"
@@ -86,10 +85,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
   grid_dependents_launch();
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
   // Slices go out through the SM's bulk-copy unit: one large write per slice instead of a 4-8 byte
-  // store per lane and a 2-byte one per scale keeps NVLink busier (2x H200, 1 GiB: passthrough
-  // -3-6%, int4 -2%, int6/int8/fp8 -5-6%; bench/NOTES.md changes 9, 15 and 17).
-  constexpr bool kBulkPush = true;
-  __shared__ alignas(128) uint8_t s_stage[kBulkPush ? kStageSlots * kStageBytes : 16];  // outgoing slices
+  // store per lane and a 2-byte one per scale keeps NVLink busier (2x H200, 1 GiB, against plain
+  // stores: passthrough -3-6%, int4 -2%, fp4 -6%, int6/int8/fp8 -5-6%; bench/NOTES.md changes 9,
+  // 15 and 17), and warps never stall on a busy link.
+  __shared__ alignas(128) uint8_t s_stage[kStageSlots * kStageBytes];  // outgoing slices
   __shared__ uint32_t s_epoch;
   __shared__ int s_failed;
   if (threadIdx.x == 0) {
@@ -131,39 +130,27 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
     __syncthreads();
     return !s_failed;
   };
-  // Bulk path: outgoing slices are staged in shared memory and pushed by the SM's bulk-copy unit
-  // (thread 0 issues): warps never stall on a busy NVLink, and a slice crosses as one contiguous
-  // write. Direct path: every lane stores its share straight into the peer's slot.
+  // Outgoing slices are staged in shared memory and pushed by the SM's bulk-copy unit (thread 0
+  // issues), each slice as one contiguous write to every destination.
   uint32_t staged = 0;  // slices staged by this CTA so far; slot = staged % kStageSlots
   auto send_slice = [&](const Packed& p, uint16_t scale, auto dest_slot, int n_dests) {
-    if constexpr (kBulkPush) {
-      uint8_t* stage = s_stage + (staged % kStageSlots) * kStageBytes;
-      IO::store(stage, sl, lane, p, scale);
-      fence_proxy_async_shared();
-      if (lane == 0) bulk_wait_read<kStageSlots - 2>();  // frees the slot the next slice uses
-      __syncthreads();
-      if (lane == 0) {
-        for (int j = 0; j < n_dests; ++j) bulk_store(dest_slot(j), stage, uint32_t(sl.total));
-        bulk_commit();
-      }
-      ++staged;
-    } else {
-      for (int j = 0; j < n_dests; ++j) IO::store(dest_slot(j), sl, lane, p, scale);
+    uint8_t* stage = s_stage + (staged % kStageSlots) * kStageBytes;
+    IO::store(stage, sl, lane, p, scale);
+    fence_proxy_async_shared();
+    if (lane == 0) bulk_wait_read<kStageSlots - 2>();  // frees the slot the next slice uses
+    __syncthreads();
+    if (lane == 0) {
+      for (int j = 0; j < n_dests; ++j) bulk_store(dest_slot(j), stage, uint32_t(sl.total));
+      bulk_commit();
     }
+    ++staged;
   };
   // Tells every peer that what this CTA sent so far for the group whose flag slot is tile t landed
-  // in `region`'s data: the bulk copies are waited for, plain stores are ordered by the barrier
-  // (the release store is cumulative over it).
+  // in `region`'s data: thread 0 issued every bulk copy, waits for them, then releases the flag.
   auto announce = [&](size_t region, size_t t) {
-    if constexpr (kBulkPush) {
-      if (lane == 0) {
-        bulk_wait_all();
-        fence_proxy_async_global();
-      }
-    } else {
-      __syncthreads();
-    }
     if (lane == 0) {
+      bulk_wait_all();
+      fence_proxy_async_global();
       for (int j = 1; j < W; ++j) {
         st_release_sys(reinterpret_cast<uint64_t*>(a.workspaces[rank_after(j)] + region) + t * W + me,
                        flag_word(epoch, a.signature));
@@ -276,23 +263,18 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllRedu
   };
 
   // Step s scatters group s, reduces s-1 and gathers s-2; a step only waits for flags of earlier
-  // steps, so there is no cycle. Plain stores are announced right away; bulk copies once, after
-  // the reduce, so one wait covers both groups while the reduce's math ran beside the copies.
+  // steps, so there is no cycle. The scatter is announced after the reduce, so one wait for the
+  // bulk copies covers both groups while the reduce's math ran beside the copies.
   bool ok = true;
   for (size_t step = 0; ok && step < groups + 2; ++step) {
     const bool scatters = step < groups, reduces = step >= 1 && step - 1 < groups;
-    if (scatters) {
-      scatter(step);
-      if constexpr (!kBulkPush) announce(a.layout.rs_flags, tile_of(step, 0));
-    }
+    if (scatters) scatter(step);
     if (reduces) ok = reduce(step - 1);
-    if constexpr (kBulkPush)
-      if (scatters) announce(a.layout.rs_flags, tile_of(step, 0));
+    if (scatters) announce(a.layout.rs_flags, tile_of(step, 0));
     if (ok && reduces) announce(a.layout.ag_flags, tile_of(step - 1, 0));
     if (ok && step >= 2) ok = gather(step - 2);
   }
-  if constexpr (kBulkPush)
-    if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
+  if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
 
   // The last CTA to finish advances the epoch: every CTA has read it by then.
   __syncthreads();
