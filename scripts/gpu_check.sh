@@ -6,7 +6,7 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/qr-out}; mkdir -p "$OUT"
 stages=${*:-build tests bench}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpus.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv  # stdout only: $OUT returns at most 8 files
 for stage in $stages; do
   case $stage in
     build)
