@@ -39,9 +39,8 @@ def test_dtype_names():
 
 def test_builtin_h200_w2_is_the_measured_table():
     # `quickreduce tune` on nvidia-h200-x2 (bench/results/h200-x2-tune.csv): the one-shot wins up
-    # to 4 MiB (its limit), two-shot above; codecs pay off from 4 MiB (there fp4, within the
-    # error tolerance of an int4 bound, measured faster); int6 serves an fp8 bound (less error
-    # and faster), int4 an fp4 bound on large messages.
+    # to 4 MiB (its limit), two-shot above; codecs pay off from 4 MiB; int6 serves an fp8 bound
+    # (less error and faster), int4 an fp4 bound on the largest messages.
     table = load_table("NVIDIA H200", 2, driver="test")
     assert table.source.startswith("built-in")
     assert table.measured and "measured" in table.note
@@ -50,7 +49,7 @@ def test_builtin_h200_w2_is_the_measured_table():
     assert choose(table, 8 * MiB, "bf16") == ("two_shot", "bf16")
     assert choose(table, 1 << 30, "bf16") == ("two_shot", "bf16")
     assert choose(table, 2 * MiB, "bf16", "auto:int4") == ("one_shot", "bf16")
-    assert choose(table, 4 * MiB, "bf16", "auto:int4") == ("two_shot", "fp4")
+    assert choose(table, 4 * MiB, "bf16", "auto:int4") == ("two_shot", "int4")
     assert choose(table, 64 * MiB, "fp16", "fp8") == ("two_shot", "int6")
     assert choose(table, 64 * MiB, "fp16", "fp4") == ("two_shot", "int4")
 
