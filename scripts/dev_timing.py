@@ -14,6 +14,7 @@ def run(rank, world, port):
         sizes = [int(x[:-1]) << 10 if x.endswith("K") else int(x) << 20 for x in os.environ["DEV_SIZES"].split(",")]
     methods += [("two_t128", "fp16", "two_shot"), ("two_t256", "fp16", "two_shot"), ("two_t512", "fp16", "two_shot")]
     methods += [(f"{c}_t{t}_b{b}", c, "two_shot") for c in ("int4", "fp4", "two") for t in (256, 512) for b in (66, 132, 264)]
+    methods += [(f"{c}_t512_b{b}", c, "two_shot") for c in ("int4", "fp4", "int6", "fp8") for b in (396, 528)]
     methods += [(f"{c}_g{g}", c, "two_shot") for c in ("int4", "int6", "fp8", "fp4") for g in (4, 8, 16, 32, 64)]
     if os.environ.get("DEV_METHODS"): methods = [m for m in methods if m[0] in os.environ["DEV_METHODS"].split(",")]
     if rank == 0: print("bytes " + " ".join(f"{m[0]:>9}" for m in methods), flush=True)

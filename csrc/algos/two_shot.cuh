@@ -78,7 +78,7 @@ constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;  //
 // kWorld: the world size as a compile-time constant (2, 4, 8: the rank loops unroll and their
 // index arithmetic folds), or 0 for any other size (read from the arguments).
 template <class Codec, DType D, int kWorld>
-__global__ void __launch_bounds__(kTwoShotMaxThreads, 3) two_shot_kernel(AllReduceArgs a) {
+__global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
   grid_dependency_wait();
