@@ -72,9 +72,10 @@ struct LaneIO {
 constexpr int kStageSlots = 4;  // slices in flight per CTA through the bulk-copy unit
 constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;  // widest slice: 16-bit passthrough
 
-// At least 3 CTAs of 512 per SM (<= 40 registers, no spills): a codec kernel's time fell with every
-// warp added (1 GiB int4: 66/132/264 CTAs of 512 -> 3579/1958/1373 us), and 3 per SM took int4 to
-// 1283 us; 4 per SM (32 registers) measured the same (bench/NOTES.md change 11).
+// At least 4 CTAs of 512 per SM (<= 32 registers, no spills): a codec kernel's time fell with every
+// warp added (1 GiB int4: 66/132/264 CTAs of 512 -> 3579/1958/1373 us, 3 per SM 1283 us), and
+// once every slice went by bulk copy, 4 per SM beat 3 by ~2% (int4 1072 -> 1053 us; bench/NOTES.md
+// changes 11 and 19).
 // kWorld: the world size as a compile-time constant (2, 4, 8: the rank loops unroll and their
 // index arithmetic folds), or 0 for any other size (read from the arguments).
 template <class Codec, DType D, int kWorld>
