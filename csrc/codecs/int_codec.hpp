@@ -1,4 +1,5 @@
-// Symmetric integer codecs (int8, int6, int4): q = rint(v / scale), scale = absmax / qmax rounded up. Symmetric because the error of the asymmetric [-2^(b-1), 2^(b-1)-1] grid
+// Symmetric integer codecs (int8, int6, int4): q = rint(clamp(v / scale, -qmax, qmax)),
+// scale = absmax / qmax. Symmetric because the error of the asymmetric [-2^(b-1), 2^(b-1)-1] grid
 // is no smaller for zero-mean activations and the symmetric one needs no zero point.
 #pragma once
 #include "core/block.hpp"
@@ -15,11 +16,9 @@ struct IntQuant {
   static constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
   static constexpr uint32_t kMagicBits = 0x4B400000u;
   // Biased code in [0, 2*qmax]: unsigned fields pack without sign extension.
-  // No clamp: the scale is rounded up (block_scale), so |v * inv_scale| < qmax + 1/2 and rint stays
-  // in [-qmax, qmax]. A NaN-scaled block (inv 0, NaN/Inf values) gets garbage codes in its own
-  // lanes' words only, and decodes to NaN whatever they are.
   QR_HD static uint32_t quantize(float v, float inv_scale) {
-    return float_bits(v * inv_scale + kMagic) - kMagicBits + uint32_t(kQMax);
+    float c = clampf(v * inv_scale, -kDivisor, kDivisor);
+    return float_bits(c + kMagic) - kMagicBits + uint32_t(kQMax);
   }
   // (code - qmax) as a float, exactly, by the inverse trick: an integer add and a float add.
   QR_HD static float dequantize(uint32_t code, float scale) {

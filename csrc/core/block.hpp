@@ -26,16 +26,12 @@ QR_HD uint32_t lane_absmax_bits(const float v[kLaneValues]) {
 // block's absmax; a block with a NaN/Inf gets a NaN scale, which decodes the whole block to NaN.
 // absmax times fl(1/divisor), not a division: an IEEE division is a ~10-instruction subroutine on
 // the GPU, and the 16-bit rounding after it hides the difference but for rare 1-ulp cases.
-// Rounded up, never below absmax / divisor: then |v * inv| exceeds the divisor by fp32 rounding at
-// most, far less than half a step, so the integer codecs need no clamp (two instructions a value).
 template <DType D>
 QR_HD uint16_t block_scale(uint32_t absmax_bits, float divisor) {
   float absmax = bits_float(absmax_bits);
   if (!is_finite(absmax)) return kHalfNaN;  // same bits for fp16 and bf16
   const float inv_divisor = 1.0f / divisor;  // folds to a constant: divisor is the codec's
-  const float x = absmax * inv_divisor;       // >= 0, far below either format's largest finite
-  const uint16_t nearest = from_float<D>(x);
-  return to_float<D>(nearest) < x ? uint16_t(nearest + 1) : nearest;  // next one up (bits + 1 as x >= 0)
+  return from_float<D>(absmax * inv_divisor);
 }
 
 // 1/scale, or 0 where the scale is NaN, zero or below FLT_MIN (1/scale would overflow to inf and
@@ -51,5 +47,6 @@ QR_HD float round_half_even(float x) {
 #endif
 }
 
+QR_HD float clampf(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }
 
 }  // namespace qr

@@ -94,9 +94,7 @@ def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
     div = np.float32(DIVISOR[codec])
     with np.errstate(all="ignore"):
         q = absmax * (np.float32(1) / div)  # fp32 multiply by fl(1/divisor)
-        bits = from_f32(q, dtype)  # nearest, then the next one up where that fell below q
-        bits = np.where(to_f32(bits, dtype) < q, bits + np.uint16(1), bits).astype(np.uint16)
-        s = to_f32(bits, dtype)
+        s = round_to(q, dtype)
         sf = np.where(np.isfinite(absmax), s, np.float32(np.nan)).astype(np.float32)
         ok = (sf >= _F32_MIN) & (sf <= _F32_MAX)  # spec: below FLT_MIN, 1/sf would overflow
         inv = np.where(ok, np.float32(1) / np.where(ok, sf, np.float32(1)), np.float32(0))
@@ -108,8 +106,8 @@ def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
             code = _e2m1(u.astype(np.float16).astype(np.float32))  # spec: u rounded to fp16 first
         else:
             qmax = div
-            # no clamp: the scale is rounded up, so |u| < qmax + 1/2 (a NaN-scaled block decodes to NaN)
-            code = np.rint(u).astype(np.float32)
+            # fminf/fmaxf: a NaN operand returns the other one (np.fmin/np.fmax semantics)
+            code = np.rint(np.fmin(np.fmax(u, -qmax), qmax)).astype(np.float32)
         dec = code * sf[:, None]
     return dec.reshape(-1)[:n].astype(np.float32)
 
