@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build for sm_90 on all cores, run the GPU tests, then the benchmark.
 # Logs go under $OUT (the device tool brings them back). Usage: bash scripts/gpu_check.sh [stage...]
-# stages: build tests cputests sanitize timing peers tune bench (default: build tests bench)
+# stages: build tests cputests sanitize timing phases peers tune bench (default: build tests bench)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/qr-out}; mkdir -p "$OUT"
@@ -24,6 +24,10 @@ for stage in $stages; do
         echo "sanitize $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitize-$tool.log") clean summaries)"
         grep -m3 -E "ERROR SUMMARY|Invalid|Race|error" "$OUT/sanitize-$tool.log"
       done ;;
+    phases)  # dev diagnostic: rebuilds with the phase timers compiled in (slower: never bench after it)
+      QR_PHASE_TIMERS=1 QR_CUDA_ARCHS=90 CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install --no-build-isolation \
+        --no-deps -q . > "$OUT/build-phases.log" 2>&1 || { tail -50 "$OUT/build-phases.log"; exit 1; }
+      python3 scripts/phase_timers.py 2>&1 | tee "$OUT/phases.log" ;;
     timing)
       python3 scripts/dev_timing.py 2>&1 | tee "$OUT/timing.log" ;;
     peers)

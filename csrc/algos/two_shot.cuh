@@ -23,6 +23,7 @@
 
 #include "algos/args.hpp"
 #include "algos/common.cuh"
+#include "algos/phase_timers.cuh"
 #include "codecs/codec_list.hpp"
 #include "sync/bulk_copy.cuh"
 #include "sync/primitives.cuh"
@@ -100,6 +101,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
   __syncthreads();
   if (s_failed) return;
   const uint32_t epoch = s_epoch;
+  PhaseTimers timers;  // empty unless built with QR_PHASE_TIMERS
+  timers.begin();
   const int W = kWorld > 0 ? kWorld : a.world_size, me = a.rank, lane = threadIdx.x;
   const size_t slice_values = size_t(blockDim.x) * kLaneValues;
   const size_t tile_values = slice_values * W;
@@ -137,9 +140,11 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
   auto send_slice = [&](const Packed& p, uint16_t scale, auto dest_slot, int n_dests) {
     uint8_t* stage = s_stage + (staged % kStageSlots) * kStageBytes;
     IO::store(stage, sl, lane, p, scale);
+    const long long t = timers.now();
     fence_proxy_async_shared();
     if (lane == 0) bulk_wait_read<kStageSlots - 2>();  // frees the slot the next slice uses
     __syncthreads();
+    timers.add(Phase::kSend, t);
     if (lane == 0) {
       for (int j = 0; j < n_dests; ++j) bulk_store(dest_slot(j), stage, uint32_t(sl.total));
       bulk_commit();
@@ -216,7 +221,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
     }
   };
   auto reduce = [&](size_t g) {  // 2. sum my slice in rank order, broadcast the encoded sum
+    long long t = timers.now();
     if (!wait_flags(rs_flags, tile_of(g, 0), 1)) return false;
+    timers.add(Phase::kWaitScatter, t);
+    t = timers.now();
     TileCursor c = cursor(g);
     for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
       const bool full = c.first + tile_values <= a.numel;
@@ -243,10 +251,14 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
       IO::decode(p, scale, acc);  // the owner keeps exactly what it broadcast
       store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c, full, me), acc);
     }
+    timers.add(Phase::kReduce, t);
     return true;
   };
   auto gather = [&](size_t g) {  // 3. decode the other owners' reduced slices
+    long long t = timers.now();
     if (!wait_flags(ag_flags, tile_of(g, 0), 2)) return false;
+    timers.add(Phase::kWaitReduce, t);
+    t = timers.now();
     TileCursor c = cursor(g);
     for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
       const bool full = c.first + tile_values <= a.numel;
@@ -260,6 +272,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
         store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c, full, src), v);
       }
     }
+    timers.add(Phase::kGather, t);
     return true;
   };
 
@@ -269,13 +282,18 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
   bool ok = true;
   for (size_t step = 0; ok && step < groups + 2; ++step) {
     const bool scatters = step < groups, reduces = step >= 1 && step - 1 < groups;
+    long long t = timers.now();
     if (scatters) scatter(step);
+    timers.add(Phase::kScatter, t);
     if (reduces) ok = reduce(step - 1);
+    t = timers.now();
     if (scatters) announce(a.layout.rs_flags, tile_of(step, 0));
     if (ok && reduces) announce(a.layout.ag_flags, tile_of(step - 1, 0));
+    timers.add(Phase::kAnnounce, t);
     if (ok && step >= 2) ok = gather(step - 2);
   }
   if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
+  timers.report(me, a.numel);
 
   // The last CTA to finish advances the epoch: every CTA has read it by then.
   __syncthreads();

@@ -1,0 +1,40 @@
+// Dev diagnostic, compiled in only with QR_PHASE_TIMERS (pip install with QR_PHASE_TIMERS=1): thread 0
+// of a two-shot CTA adds up the SM cycles it spends in each phase, and CTA 0 printfs them at the end
+// of the call (scripts/phase_timers.py runs it). ncu cannot profile the two-rank kernel (its replay
+// waits on the unprofiled peer), so this is how to see where a codec kernel's time goes. Thread 0's
+// view: it also issues the bulk copies and waits for their reads, and every thread meets it at the
+// per-slice barrier, so "send" is the CTA's stall on shared-memory staging.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+
+namespace qr {
+
+enum class Phase { kScatter, kWaitScatter, kReduce, kAnnounce, kWaitReduce, kGather, kSend, kCount };
+
+struct PhaseTimers {
+#if QR_PHASE_TIMERS
+  long long cycles[int(Phase::kCount)] = {};
+  long long whole = 0;
+  __device__ void begin() { whole = clock64(); }
+  __device__ long long now() const { return clock64(); }
+  __device__ void add(Phase p, long long since) {
+    if (threadIdx.x == 0) cycles[int(p)] += clock64() - since;
+  }
+  __device__ void report(int rank, unsigned long long numel) const {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    const long long total = clock64() - whole;
+    printf("phase_timers rank %d numel %llu CTA 0 of %d: total %lld cycles | scatter %lld wait_rs %lld reduce %lld "
+           "announce %lld wait_ag %lld gather %lld | send (inside scatter and reduce) %lld\n",
+           rank, numel, int(gridDim.x), total, cycles[0], cycles[1], cycles[2], cycles[3], cycles[4], cycles[5],
+           cycles[6]);
+  }
+#else
+  __device__ void begin() {}
+  __device__ long long now() const { return 0; }
+  __device__ void add(Phase, long long) {}
+  __device__ void report(int, unsigned long long) const {}
+#endif
+};
+
+}  // namespace qr
