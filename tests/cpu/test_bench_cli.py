@@ -143,6 +143,27 @@ def test_plot_many_sizes_and_unknown_methods(tmp_path):
         report.plot([{"size": 16, "method": "nccl", "time_us": None}], tmp_path / "q.png")
 
 
+def test_best_lossless_vs_peers_and_sparse_plots(tmp_path):
+    rows = [r for r in _rows() if not (r["method"] == "symm_mem_two_shot" and r["size"] == 64 * M)]
+    rows += [{"size": 8 * K, "method": "qr_one_shot", "time_us": 5.0, "lossy": False, "dtype": "bf16"},
+             {"size": 8 * K, "method": "qr_odd", "time_us": 0.5, "lossy": True, "dtype": "bf16"},
+             {"size": M, "method": "nccl", "time_us": 30.0, "lossy": False, "dtype": "bf16"}]
+    rows += [{"size": s, "method": "flashinfer_fp8", "time_us": 1.0, "lossy": True, "dtype": "bf16"}
+             for s in (8 * K, 64 * M)]  # a lossy peer is never the best peer
+    by_size = {c["size"]: c for c in report.best_lossless_vs_peers(rows)}
+    assert sorted(by_size) == [8 * K, M, 64 * M]
+    small, big = by_size[8 * K], by_size[64 * M]
+    assert (small["qr_method"], small["peer_method"]) == ("qr_one_shot", "symm_mem_two_shot")
+    assert small["speedup"] == pytest.approx(small["peer_time_us"] / 5.0)
+    assert big["peer_method"] == "nccl" and big["speedup"] == pytest.approx(1 / 0.7)  # symm missing
+    assert by_size[M]["qr_method"] is None and by_size[M]["speedup"] is None
+    pytest.importorskip("matplotlib")
+    for name, subset in (("all", rows), ("no_nccl", [r for r in rows if r["method"] != "nccl"]),
+                         ("only_qr", [r for r in rows if r["method"].startswith("qr_")]),
+                         ("one_size", [r for r in rows if r["size"] == 8 * K])):
+        assert report.plot(subset, tmp_path / f"{name}.png").stat().st_size > 20_000
+
+
 # --------------------------------------------------------------------------- options
 
 def test_select_methods():

@@ -388,7 +388,7 @@ def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None)
     1. lossless latency (log-log): quickreduce's fastest lossless method per size (bold blue)
        against every lossless peer;
     2. lossless speedup: the best peer's time over quickreduce's best time per size, one line
-       around 1.0 whose markers take the colour of that size's best peer;
+       around 1.0 whose markers take the colour of that size's best peer, named where it changes;
     3. lossy speedup over NCCL: each lossy method (the qr codecs, flashinfer_fp8), with
        quickreduce's lossless best as a thin reference (latency instead when there is no NCCL).
     Sizes where a method has no row have no point (lines break there).
@@ -502,6 +502,7 @@ def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None)
         ax_lossy.set_ylabel("time per all-reduce (µs, log scale; lower is better)")
         ax_lossy.set_title("lossy codecs: latency (no NCCL rows to compare with)")
     if not lossy_methods:
+        ax_lossy.set_title("lossy codecs")
         _note(ax_lossy, "no lossy methods in these rows")
 
     tick_sizes = _tick_sizes(sizes)
@@ -511,8 +512,7 @@ def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None)
         ax.set_xticks(tick_sizes)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: human_size(int(round(x)))))
         ax.xaxis.set_minor_formatter(NullFormatter())
-        if len(sizes) == 1:
-            ax.set_xlim(sizes[0] / 1.5, sizes[0] * 1.5)
+        ax.set_xlim(sizes[0] / 1.4, sizes[-1] * 1.4)  # the same range on every panel, empty or not
         ax.set_xlabel("message size (bytes, log scale)")
         ax.grid(True, which="major", alpha=0.3)
         handles, labels = ax.get_legend_handles_labels()
@@ -528,6 +528,9 @@ def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None)
 
 
 def _note(ax, text: str) -> None:
+    """Say why a panel is empty (and show no y scale on it)."""
+    ax.set_yticks([])
+    ax.set_yticks([], minor=True)
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=10,
             color="#666666")
 
@@ -543,10 +546,3 @@ def _tick_sizes(sizes: list[int]) -> list[int]:
         if math.log2(size / ticks[-1]) >= gap - 1e-9:
             ticks.append(size)
     return ticks
-
-
-def _powers_of_four(low: int, high: int) -> list[int]:
-    """Tick positions for many sizes: 16K, 64K, ..., 1G for the range 8K..1G."""
-    first = math.ceil(math.log(low, 4) - 1e-9)
-    last = math.floor(math.log(high, 4) + 1e-9)
-    return [4 ** k for k in range(first, last + 1)] or [low, high]
