@@ -159,6 +159,24 @@ def codec_edge_values(rank, world_size):
     return res
 
 
+def fp4_every_fp16_value(rank, world_size):
+    """fp4 on every fp16 value in [-6, 6] at scale 1 (rank 0's data; the others send zeros): the
+    GPU's paired fp16 encode == the CPU twin's scalar one, bit for bit, on every input and tie."""
+    h = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+    v = h[np.isfinite(h) & (np.abs(h) <= 6)]
+    v = np.concatenate([v, np.zeros(-len(v) % 31, np.float32)]).reshape(-1, 31)
+    v = np.concatenate([np.full((len(v), 1), 6, np.float32), v], axis=1).reshape(-1)
+    xs = [torch.from_numpy(v).to(torch.float16).cuda() if r == 0 else
+          torch.zeros(len(v), dtype=torch.float16, device="cuda") for r in range(world_size)]
+    comm = qr.Communicator(max_size=1 << 20)
+    out = comm.all_reduce(xs[rank], codec="fp4", algo="two_shot")
+    got, want = bits(out), twin(xs, "fp16", "fp4")
+    comm.close()
+    if not same_values(got, want, "fp16"):
+        return {"fp4/fp16": "GPU != twin: " + first_mismatch(got, want)}
+    return {"fp4/fp16": None if same_on_all_ranks(out) else "ranks differ"}
+
+
 def graph_replays(rank, world_size):
     """1000 replays of a captured graph with new inputs each time, for one-shot, two-shot and a codec."""
     res = {}
