@@ -206,6 +206,13 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
   const uint16_t* in_lane = in + lane_offset;
   uint16_t* out_lane = out + lane_offset;
 
+  auto timed_wait = [&](const uint64_t* flags, size_t g, uint32_t phase, Phase timer) {
+    const long long t = timers.now();
+    const bool ok = wait_flags(flags, tile_of(g, 0), phase);
+    timers.add(timer, t);
+    return ok;
+  };
+
   auto scatter = [&](size_t g) {  // 1. encode my slices of every tile of g and push them to their owners
     TileCursor c = cursor(g);
     for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
@@ -221,10 +228,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
     }
   };
   auto reduce = [&](size_t g) {  // 2. sum my slice in rank order, broadcast the encoded sum
-    long long t = timers.now();
-    if (!wait_flags(rs_flags, tile_of(g, 0), 1)) return false;
-    timers.add(Phase::kWaitScatter, t);
-    t = timers.now();
+    if (!timed_wait(rs_flags, g, 1, Phase::kWaitScatter)) return false;
+    const long long t = timers.now();
     TileCursor c = cursor(g);
     for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
       const bool full = c.first + tile_values <= a.numel;
@@ -255,10 +260,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
     return true;
   };
   auto gather = [&](size_t g) {  // 3. decode the other owners' reduced slices
-    long long t = timers.now();
-    if (!wait_flags(ag_flags, tile_of(g, 0), 2)) return false;
-    timers.add(Phase::kWaitReduce, t);
-    t = timers.now();
+    if (!timed_wait(ag_flags, g, 2, Phase::kWaitReduce)) return false;
+    const long long t = timers.now();
     TileCursor c = cursor(g);
     for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
       const bool full = c.first + tile_values <= a.numel;
