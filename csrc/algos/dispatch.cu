@@ -46,7 +46,8 @@ cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t
 namespace {
 // CTAs that fit at once on the whole device for this kernel and CTA size: the two-shot grid never
 // exceeds it, so every CTA a peer waits for is resident. Cached per (kernel, CTA size): the
-// occupancy query is slow, and kernels differ (passthrough fits 4 CTAs per SM, codecs 3).
+// occupancy query is slow, and one cache for all kernels once gave codec kernels the grid of
+// whichever kernel ran first (bench/NOTES.md, end of session 2).
 int resident_blocks(const void* kernel, int threads) {
   struct Entry {
     const void* kernel;
