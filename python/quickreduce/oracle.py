@@ -73,6 +73,16 @@ def _e2m1(u: np.ndarray) -> np.ndarray:
     return np.where(np.signbit(u), -m, m).astype(np.float32)
 
 
+def fp4_unit_scale_inputs() -> np.ndarray:
+    """Every fp16 value in [-6, 6] (zeros, subnormals and ties included) as fp32, 31 to a block of
+    32 led by a 6.0: each block's fp4 scale is then exactly 1 (fl(1/6) * 6 rounds to 1), so the
+    codec sees u = v and must return e2m1(v) for every fp16 input (tests of the fp4 encode)."""
+    v = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+    v = v[np.isfinite(v) & (np.abs(v) <= 6)]
+    v = np.concatenate([v, np.zeros(-len(v) % 31, np.float32)]).reshape(-1, 31)
+    return np.concatenate([np.full((len(v), 1), 6, np.float32), v], axis=1).reshape(-1)
+
+
 # ---- block quantize + dequantize ----------------------------------------------------------------
 
 def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:

@@ -258,21 +258,11 @@ def test_oracle_fp4_ties():
                                   np.float32([0, 1, 1, 2, 2, 4, 4, 6, 6, -0.5, -6, 0]))
 
 
-def every_fp16_up_to_6():
-    """Every fp16 value in [-6, 6] (zeros, subnormals and ties included), 31 to a block of 32 with
-    a 6.0 first: the block's fp4 scale is then exactly 1 (fl(1/6) * 6 rounds to 1), so u = v."""
-    h = np.arange(1 << 16, dtype=np.uint16)
-    v = h.view(np.float16).astype(np.float32)
-    v = v[np.isfinite(v) & (np.abs(v) <= 6)]
-    v = np.concatenate([v, np.zeros(-len(v) % 31, np.float32)]).reshape(-1, 31)
-    return np.concatenate([np.full((len(v), 1), 6, np.float32), v], axis=1).reshape(-1)
-
-
 def test_fp4_code_of_every_fp16_value(C):
     # The twin's fp4 encode (the formula the GPU evaluates two values at a time in fp16:
     # rint(min(2a + 1536, a + 1538, a/2 + 1540, 1543)) - 1536) against the oracle's threshold
     # e2m1, on every fp16 input.
-    v = every_fp16_up_to_6()
+    v = oracle.fp4_unit_scale_inputs()
     x = oracle.from_f32(v, "fp16")
     got = C.twin_round_trip(x, "fp16", "fp4")
     assert_same(got, oracle.from_f32(oracle._e2m1(v), "fp16"), "fp16", "fp4 of every fp16 value")
