@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # One device call: build for sm_90 on all cores, run the GPU tests, then the benchmark.
 # Logs go under $OUT (the device tool brings them back). Usage: bash scripts/gpu_check.sh [stage...]
-# stages: build tests cputests sanitize timing phases peers tune bench (default: build tests bench)
+# stages: build tests cputests sanitize timing phases peers tune bench wheels (default: build tests bench)
+# A/B of builds in one call (machine-to-machine noise is ~0.3 us at small sizes): build wheels here
+# (bash scripts/build_variant.sh NAME [QR_PHASE_TIMERS=1]), carry .wheels, and run the stage
+# `wheels`: each .wheels/NAME is installed in turn (WHEELS="a b a" sets the order) and benched on
+# AB_SIZES with AB_METHODS into one $OUT/ab.csv (a variant column first). `wheel:NAME` installs one.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/qr-out}; mkdir -p "$OUT"
@@ -40,6 +44,18 @@ for stage in $stages; do
     bench)
       python3 -m quickreduce.cli bench --sizes 8K:1G --dtype bf16 --csv "$OUT/bench.csv" --plot "$OUT/bench.png" 2>&1 \
         | tee "$OUT/bench.log" ;;
+    wheel:*)
+      python3 -m pip install -q --no-deps --force-reinstall .wheels/${stage#wheel:}/*.whl && echo "installed ${stage#wheel:}" ;;
+    wheels)
+      for name in ${WHEELS:-$(ls .wheels)}; do
+        python3 -m pip install -q --no-deps --force-reinstall .wheels/$name/*.whl || exit 1
+        python3 -m quickreduce.cli bench --sizes "${AB_SIZES:-8K:4M}" --dtype bf16 --replays 15 --methods \
+          "${AB_METHODS:-trtllm_one_shot,trtllm_one_shot_pdl,qr_one_shot}" --csv /tmp/ab-$name.csv > /tmp/ab-$name.log 2>&1
+        echo "== $name: exit $?"; grep -E "qr_|trtllm" /tmp/ab-$name.log | tail -40
+        cat /tmp/ab-$name.log >> "$OUT/ab.log"
+        [ -f "$OUT/ab.csv" ] || sed -n 1p /tmp/ab-$name.csv | sed 's/^/variant,/' > "$OUT/ab.csv"
+        sed 1d /tmp/ab-$name.csv | sed "s/^/$name,/" >> "$OUT/ab.csv"
+      done ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds this tree as a wheel for the device (Python 3.12, sm_90) into .wheels/NAME, for
+# gpu_check.sh's `wheels` stage. Extra args are env settings, e.g. QR_PHASE_TIMERS=1.
+# Usage: bash scripts/build_variant.sh NAME [VAR=value ...]   (PY overrides the interpreter)
+set -euo pipefail
+name=$1; shift
+root=$(git rev-parse --show-toplevel)
+dest=${WHEEL_ROOT:-$(git -C "$root" rev-parse --path-format=absolute --git-common-dir)/../.wheels}/$name
+PY=${PY:-$(command -v python3.12 || echo python3)}
+rm -rf "$dest"; mkdir -p "$dest"
+env QR_CUDA_ARCHS=90 "$@" "$PY" -m pip wheel --no-build-isolation --no-deps -q "$root" -w "$dest"
+ls "$dest"
