@@ -39,7 +39,10 @@ cudaError_t launch_fill_u32(uint32_t* ptr, size_t count, uint32_t value, cudaStr
 
 cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t stream) {
   return dispatch_dtype(dtype, [&](auto d) {
-    return launch(one_shot_kernel<decltype(d)::value>, kOneShotBlocks, kOneShotThreads, args, stream);
+    const size_t vectors = (args.numel + kLaneValues - 1) / kLaneValues;
+    const size_t owners = (vectors + kOneShotThreads - 1) / kOneShotThreads;  // CTAs that own vectors
+    const int blocks = int(owners < size_t(kOneShotBlocks) ? (owners > 0 ? owners : 1) : kOneShotBlocks);
+    return launch(one_shot_kernel<decltype(d)::value>, blocks, kOneShotThreads, args, stream);
   });
 }
 

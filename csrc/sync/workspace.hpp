@@ -17,8 +17,11 @@
 namespace qr {
 
 constexpr int kMaxWorldSize = 8;
-constexpr int kOneShotBlocks = 132;     // fixed grid: packet -> CTA mapping must not change between calls
-constexpr int kOneShotThreads = 512;
+// Vector p belongs to CTA (p / kOneShotThreads) % kOneShotBlocks in every call, whatever the size;
+// a call launches only the CTAs that own vectors (8 KB: 4 CTAs on 4 SMs, as TensorRT-LLM's
+// one-shot spreads it; 4 MB: all 528, 4 per SM of 132).
+constexpr int kOneShotBlocks = 528;
+constexpr int kOneShotThreads = 128;
 constexpr size_t kOneShotMaxBytes = size_t(4) << 20;  // largest message the one-shot accepts
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
