@@ -10,13 +10,12 @@
 // one its previous call used (e - 1) % 3. Safe because a rank is at most one call ahead of a
 // peer (it cannot finish call k+1 before that peer sent its data of k+1, i.e. finished call k):
 // the earliest write into a buffer after it is cleared comes three calls later.
-// Mismatch: thread 0 of each busy CTA sends {epoch, call signature} beside the data and checks
-// the peers' before using their data.
+// Mismatch: thread 0 of each CTA sends {epoch, call signature} beside the data and checks the
+// peers' while it polls its first vector (a mismatch aborts; that call's output is unspecified).
 // Epochs: one per CTA, advanced by that CTA when it runs; vector p is always handled by the same
 // CTA on every rank and in every call (fixed stride), and a call launches only the CTAs that own
 // vectors, the same ones on every rank, so each CTA's epochs stay in step across ranks.
-// The barrier behind thread 0's signature check stays: letting every thread poll at once measured
-// 0.3-0.5 us slower (bench/NOTES.md change 21), as polls compete with the data landing in L2.
+// No barrier: every extra round trip on the way to the sum showed in the time (change 22).
 #pragma once
 #include "algos/args.hpp"
 #include "algos/common.cuh"
@@ -54,6 +53,13 @@ __device__ __forceinline__ bool has_sentinel(uint32_t w) {
 __device__ __forceinline__ bool vector_arrived(const uint4& v) {
   return !(has_sentinel(v.x) || has_sentinel(v.y) || has_sentinel(v.z) || has_sentinel(v.w));
 }
+
+// A data vector and a flag word polled together (one round trip for both).
+struct PacketAndFlag {
+  uint4 packet;
+  uint64_t flag;
+};
+__device__ __forceinline__ uint32_t seen_word(const PacketAndFlag& x) { return uint32_t(x.flag); }
 
 template <DType D>
 __device__ __forceinline__ void accumulate_vector(float acc[kLaneValues], const uint4& v) {
@@ -116,37 +122,37 @@ __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs
 
   WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
   bool ok = true;
-  // Thread 0 checks every peer made the same call before this CTA uses their data (the
-  // signature travels with the data, so the wait mostly overlaps the data's own arrival).
-  __shared__ int s_mismatch;
-  if (threadIdx.x == 0) s_mismatch = 0;
-  if (has_work && threadIdx.x == 0) {
-    for (int src = 0; ok && src < W; ++src) {
-      if (src == me) continue;
-      uint64_t seen;
-      const uint64_t* slot = &ctrl->one_shot_signature[blockIdx.x][src];
-      ok = spin_until(w, [&] { return ld_volatile_u64(slot); }, [&](uint64_t f) { return uint32_t(f) == epoch; }, seen,
-                      src, epoch, 0);
-      if (ok && uint32_t(seen >> 32) != a.signature) {
-        report_error(w, ErrorCode::kMismatch, src, a.signature, uint32_t(seen >> 32), 0);
-        ok = false;
-      }
+  // Waits for src's vector p. Thread 0 waits for its first vector together with src's signature:
+  // both loads are in flight at once, so checking that every peer made the same call costs no
+  // extra round trip (a separate signature wait before or after the data measured 0.3-0.6 us
+  // slower at 8-128 KB: bench/NOTES.md change 22). On a mismatch the abort word stops the other
+  // threads within 64 polls; this call's output is then unspecified and the error is reported.
+  auto receive = [&](int src, size_t p, uint4& v) {
+    const uint4* slot = local + buffer + size_t(src) * V + p;
+    if (threadIdx.x != 0 || p != first)
+      return spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return vector_arrived(x); }, v,
+                        src, epoch, 0);
+    const uint64_t* sig = &ctrl->one_shot_signature[blockIdx.x][src];
+    PacketAndFlag got;
+    if (!spin_until(w, [&] { return PacketAndFlag{ld_volatile_v4(slot), ld_volatile_u64(sig)}; },
+                    [&](const PacketAndFlag& x) { return vector_arrived(x.packet) && uint32_t(x.flag) == epoch; },
+                    got, src, epoch, 0))
+      return false;
+    if (uint32_t(got.flag >> 32) != a.signature) {
+      report_error(w, ErrorCode::kMismatch, src, a.signature, uint32_t(got.flag >> 32), 0);
+      return false;
     }
-    if (!ok) s_mismatch = 1;
-  }
-  __syncthreads();
-  ok = !s_mismatch;
+    v = got.packet;
+    return true;
+  };
   for (size_t p = first; ok && p < vectors; p += stride) {
     float acc[kLaneValues] = {};
     for (int src = 0; src < W; ++src) {  // fixed order: every rank rounds the same sum
       uint4 v;
       if (src == me) {
         v = my_vector(p);
-      } else {
-        const uint4* slot = local + buffer + size_t(src) * V + p;
-        ok = spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return vector_arrived(x); }, v,
-                        src, epoch, 0);
-        if (!ok) break;
+      } else if (!(ok = receive(src, p, v))) {
+        break;
       }
       accumulate_vector<D>(acc, v);
     }

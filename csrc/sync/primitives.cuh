@@ -89,6 +89,10 @@ __device__ __forceinline__ void report_error(const WaitContext& w, ErrorCode cod
   }
 }
 
+// The word a timeout reports as "seen": a flag's epoch half, a packet's first word.
+__device__ __forceinline__ uint32_t seen_word(uint64_t flag) { return uint32_t(flag); }
+__device__ __forceinline__ uint32_t seen_word(uint4 packet) { return packet.x; }
+
 // Spin until ready(value) holds for value = load(), or the deadline passes, or another wait on
 // this rank already gave up. Returns false on failure (after reporting it).
 template <class V, class Load, class Ready>
@@ -103,10 +107,7 @@ __device__ __forceinline__ bool spin_until(const WaitContext& w, Load load, Read
     if ((i & 63u) == 0u) {
       if (*reinterpret_cast<volatile uint32_t*>(w.abort)) return false;
       if (global_timer_ns() - start > w.timeout_ns) {
-        uint32_t seen;
-        if constexpr (sizeof(V) <= 8) seen = uint32_t(v);  // a flag's epoch half
-        else seen = v.x;
-        report_error(w, ErrorCode::kTimeout, peer, expected, seen, phase);
+        report_error(w, ErrorCode::kTimeout, peer, expected, seen_word(v), phase);
         return false;
       }
     }
