@@ -1,10 +1,8 @@
 // Instantiates the kernels for every (dtype, codec) in the registry and launches them.
-#include <algorithm>
 #include <vector>
 
 #include "algos/launch.hpp"
 #include "algos/one_shot.cuh"
-#include "algos/one_shot_bulk.cuh"
 #include "algos/two_shot.cuh"
 #include "codecs/dispatch.hpp"
 
@@ -80,18 +78,6 @@ auto two_shot_for(int world_size) {
   }
 }
 }  // namespace
-
-cudaError_t launch_one_shot_bulk(const AllReduceArgs& args, DType dtype, cudaStream_t stream) {
-  return dispatch_dtype(dtype, [&](auto d) {
-    auto kernel = one_shot_bulk_kernel<decltype(d)::value>;
-    const size_t vectors = (args.numel + kLaneValues - 1) / kLaneValues;
-    const size_t chunks = (vectors + kBulkThreads - 1) / kBulkThreads;
-    size_t blocks = size_t(resident_blocks(reinterpret_cast<const void*>(kernel), kBulkThreads));
-    if (args.blocks > 0 && size_t(args.blocks) < blocks) blocks = size_t(args.blocks);
-    blocks = std::min({blocks, chunks, size_t(kOneShotBlocks)});  // one signature slot per CTA
-    return launch(kernel, int(blocks), kBulkThreads, args, stream);
-  });
-}
 
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream) {
   return dispatch_codec(codec, dtype, [&](auto codec_t, auto d) {

@@ -20,7 +20,6 @@ void register_comm(nb::module_& m) {
   m.attr("DTYPE_BFLOAT16") = int(qr::DType::kBFloat16);
   m.attr("ALGO_ONE_SHOT") = int(qr::Algo::kOneShot);
   m.attr("ALGO_TWO_SHOT") = int(qr::Algo::kTwoShot);
-  m.attr("ALGO_ONE_SHOT_BULK") = int(qr::Algo::kOneShotBulk);
   m.attr("MAX_WORLD_SIZE") = qr::kMaxWorldSize;
   m.attr("ONE_SHOT_MAX_BYTES") = qr::kOneShotMaxBytes;
 
@@ -48,7 +47,6 @@ void register_comm(nb::module_& m) {
       .def_prop_ro("max_bytes", &qr::Communicator::max_bytes)
       .def_prop_ro("workspace_bytes", &qr::Communicator::workspace_bytes)
       .def_prop_ro("one_shot_max_bytes", &qr::Communicator::one_shot_max_bytes)
-      .def_prop_ro("bulk_one_shot_max_bytes", &qr::Communicator::bulk_one_shot_max_bytes)
       .def_prop_ro("is_open", &qr::Communicator::is_open)
       .def_prop_ro("is_broken", &qr::Communicator::is_broken);
 }

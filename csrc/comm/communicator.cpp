@@ -54,8 +54,6 @@ Communicator::Communicator(int rank, int world_size, int device, size_t max_byte
   QR_CUDA_CHECK(cudaMemset(workspace_, 0, layout_.lamport));
   QR_CUDA_CHECK(launch_fill_u32(reinterpret_cast<uint32_t*>(workspace_ + layout_.lamport),
                                 layout_.lamport_bytes(world_size) / 4, kLamportEmpty, nullptr));
-  QR_CUDA_CHECK(launch_fill_u32(reinterpret_cast<uint32_t*>(workspace_ + layout_.bulk),
-                                layout_.bulk_bytes(world_size) / 4, kLamportEmpty, nullptr));
   QR_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&record_host_), sizeof(ErrorRecord), cudaHostAllocMapped));
   std::memset(record_host_, 0, sizeof(ErrorRecord));
   QR_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&record_device_), record_host_, 0));
@@ -140,7 +138,6 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
   args.timeout_ns = timeout_ns_;
   args.pdl = pdl ? 1 : 0;
   args.signature = call_signature(numel, dtype, codec, algo);
-  args.blocks = blocks;  // 0: the most that are resident
   auto s = reinterpret_cast<cudaStream_t>(stream);
   DeviceGuard guard(device_);
   if (algo == Algo::kOneShot) {
@@ -149,18 +146,12 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
       throw std::invalid_argument("message of " + std::to_string(numel * 2) + " bytes exceeds the one-shot limit " +
                                   std::to_string(one_shot_max_bytes()));
     QR_CUDA_CHECK(launch_one_shot(args, dtype, s));
-  } else if (algo == Algo::kOneShotBulk) {
-    if (codec != CodecId::kPassthrough) throw std::invalid_argument("the bulk one-shot algorithm is passthrough only");
-    if (world_size_ != 2) throw std::invalid_argument("the bulk one-shot algorithm needs exactly 2 GPUs");
-    if (numel * 2 > bulk_one_shot_max_bytes())
-      throw std::invalid_argument("message of " + std::to_string(numel * 2) + " bytes exceeds the bulk one-shot limit " +
-                                  std::to_string(bulk_one_shot_max_bytes()));
-    QR_CUDA_CHECK(launch_one_shot_bulk(args, dtype, s));
   } else {
     if (threads == 0) threads = default_two_shot_threads(numel, world_size_);
     if (threads < kTwoShotMinThreads || threads > kTwoShotMaxThreads || threads % 32)
       throw std::invalid_argument("two-shot threads must be a multiple of 32 in [128, 512]");
     args.threads = threads;
+    args.blocks = blocks;
     if (groups < 0 || groups > 64) throw std::invalid_argument("two-shot groups must be in [1, 64] (0 = auto)");
     args.groups = groups;
     QR_CUDA_CHECK(launch_two_shot(args, dtype, codec, s));

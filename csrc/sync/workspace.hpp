@@ -6,8 +6,6 @@
 //   [ag_flags]  [tile][src] u64 {epoch, call signature}: "reduced slice of tile t is in your ag_data"
 //   [lamport]   [3 buffers][src][vector] 16-byte vectors of the one-shot; "empty" = every
 //               16-bit half holds the sentinel 0x8000 (-0.0), which real data never carries
-//   [bulk]      [2 buffers][W - 1 peers][vector] the bulk one-shot's receive buffers (2 GPUs only),
-//               empty = the same sentinel
 //   [rs_data]   [tile][src] encoded slices sent to this rank, the slice's owner
 //   [ag_data]   [tile][src] encoded reduced slices broadcast by their owners
 #pragma once
@@ -25,9 +23,6 @@ constexpr int kMaxWorldSize = 8;
 constexpr int kOneShotBlocks = 528;
 constexpr int kOneShotThreads = 128;
 constexpr size_t kOneShotMaxBytes = size_t(4) << 20;  // largest message the one-shot accepts
-// Largest message the bulk one-shot accepts (2 GPUs only: with more, a one-shot sends W/2 times
-// the bytes of a two-shot); its buffers take 2x this per rank.
-constexpr size_t kBulkOneShotMaxBytes = size_t(16) << 20;
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
 constexpr int kTwoShotGroups = 16;  // most pipeline groups per CTA (measured: see bench/NOTES.md)
@@ -38,14 +33,11 @@ struct ControlBlock {
   uint32_t two_shot_done;   // CTAs finished in the current two-shot call
   uint32_t abort;           // set by the first wait that times out; later calls return at once
   uint32_t pad;
-  uint32_t bulk_epoch;  // advanced by the last CTA of each bulk one-shot call
-  uint32_t bulk_done;   // CTAs finished in the current bulk one-shot call
   uint32_t one_shot_epoch[kOneShotBlocks];      // per CTA, advanced by that CTA
   uint32_t one_shot_prev_vectors[kOneShotBlocks];  // vectors of that CTA's previous call, to clear
   // Written by peers: {epoch, call signature} of their one-shot call, per CTA and source rank, so
   // ranks that make different calls get an error instead of each other's data.
   uint64_t one_shot_signature[kOneShotBlocks][kMaxWorldSize];
-  uint64_t bulk_signature[kOneShotBlocks][kMaxWorldSize];  // the same for the bulk one-shot, per CTA
 };
 
 // A flag word: the call's epoch (low half) and its signature (high half) in one 8-byte store.
@@ -61,10 +53,8 @@ inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 struct WorkspaceLayout {
   size_t lamport_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * lamport_vectors * 16; }
-  size_t bulk_bytes(int world_size) const { return size_t(2) * (world_size - 1) * bulk_vectors * 16; }
-  size_t control, rs_flags, ag_flags, lamport, bulk, rs_data, ag_data, total;
+  size_t control, rs_flags, ag_flags, lamport, rs_data, ag_data, total;
   size_t max_tiles, lamport_vectors;  // lamport_vectors: per buffer and source
-  size_t bulk_vectors;                // per buffer and peer; 0 when the bulk one-shot is off
 
   static WorkspaceLayout make(int world_size, size_t max_bytes) {
     WorkspaceLayout w{};
@@ -79,9 +69,6 @@ struct WorkspaceLayout {
     w.rs_flags = take(w.max_tiles * world_size * 8);
     w.ag_flags = take(w.max_tiles * world_size * 8);
     w.lamport = take(size_t(kLamportBuffers) * world_size * w.lamport_vectors * 16);
-    const size_t bulk_max = world_size == 2 ? (max_bytes < kBulkOneShotMaxBytes ? max_bytes : kBulkOneShotMaxBytes) : 0;
-    w.bulk_vectors = align_up(bulk_max, 16) / 16;
-    w.bulk = take(w.bulk_bytes(world_size));
     // Data slots: at most the message itself plus one partly filled tile of the largest CTA.
     size_t slack = size_t(world_size) * kTwoShotMaxThreads * 8 * 2;
     w.rs_data = take(max_bytes + slack);

@@ -18,8 +18,8 @@ CallMismatchError = _C.CallMismatchError
 CudaError = _C.CudaError
 
 _DTYPE_IDS = {torch.float16: _C.DTYPE_FLOAT16, torch.bfloat16: _C.DTYPE_BFLOAT16}
-_ALGO_IDS = {"one_shot": _C.ALGO_ONE_SHOT, "one_shot_bulk": _C.ALGO_ONE_SHOT_BULK, "two_shot": _C.ALGO_TWO_SHOT}
-ALGOS = ("auto", "one_shot", "one_shot_bulk", "two_shot", "nccl")
+_ALGO_IDS = {"one_shot": _C.ALGO_ONE_SHOT, "two_shot": _C.ALGO_TWO_SHOT}
+ALGOS = ("auto", "one_shot", "two_shot", "nccl")
 SUPPORTED_WORLD_SIZES = tuple(range(2, _C.MAX_WORLD_SIZE + 1))
 
 
@@ -106,8 +106,7 @@ class Communicator:
             codec: ``"fp16"``/``"bf16"`` (lossless), ``"fp8"``, ``"int8"``, ``"int6"``, ``"int4"``, ``"fp4"``,
                 ``"auto"`` (fastest lossless method for this size), or ``"auto:<codec>"`` (fastest method
                 whose error is at most that codec's). Default: ``QUICKREDUCE_QUANTIZATION``.
-            algo: ``"auto"``, ``"one_shot"`` (lossless only), ``"one_shot_bulk"`` (lossless, 2 GPUs, mid sizes),
-                ``"two_shot"`` or ``"nccl"`` (through the group).
+            algo: ``"auto"``, ``"one_shot"`` (lossless only), ``"two_shot"`` or ``"nccl"`` (through the group).
 
         Every rank must make the same call. Runs on the current CUDA stream; capturable in CUDA graphs.
         """
@@ -146,13 +145,11 @@ class Communicator:
         name = codecs.canonical(lowered)
         if algo == "auto":
             algo = self._choose(nbytes, dtype, None)[0] if name == "fp16" else "two_shot"
-        if algo in ("one_shot", "one_shot_bulk"):
+        if algo == "one_shot":
             if name != "fp16":
-                raise ValueError(f"the {algo} algorithm is lossless only; codec {codec!r} needs algo='two_shot'")
-            limit = self._algo_limit(algo)
-            if nbytes > limit:
-                raise ValueError(f"{algo} takes at most {limit} bytes here, got {nbytes}" +
-                                 (" (it needs exactly 2 GPUs)" if limit == 0 else ""))
+                raise ValueError(f"the one-shot algorithm is lossless only; codec {codec!r} needs algo='two_shot'")
+            if nbytes > self._c.one_shot_max_bytes:
+                raise ValueError(f"one-shot takes at most {self._c.one_shot_max_bytes} bytes, got {nbytes}")
         if algo == "nccl" and self.group is None:
             raise ValueError("algo='nccl' needs a communicator built from a process group")
         return algo, name
@@ -164,13 +161,9 @@ class Communicator:
         algo, codec = tuning.choose(self._table, nbytes, "bf16" if dtype == torch.bfloat16 else "fp16", bound)
         if algo == "nccl" and self.group is None:
             algo = "two_shot"
-        if algo in ("one_shot", "one_shot_bulk") and nbytes > self._algo_limit(algo):
+        if algo == "one_shot" and nbytes > self._c.one_shot_max_bytes:
             algo = "two_shot"
         return algo, codecs.canonical(codec)
-
-    def _algo_limit(self, algo: str) -> int:
-        """Largest message in bytes the one-shot kinds accept on this communicator (0: unavailable)."""
-        return self._c.one_shot_max_bytes if algo == "one_shot" else self._c.bulk_one_shot_max_bytes
 
     def _nccl(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         import torch.distributed as dist

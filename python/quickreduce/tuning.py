@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 FORMAT_VERSION = 1
-ALGOS = ("one_shot", "one_shot_bulk", "two_shot", "nccl")
+ALGOS = ("one_shot", "two_shot", "nccl")
 PASSTHROUGH = ("fp16", "bf16")
 # Most to least accurate (design-notes.md section 4, Gaussian data); int4 and fp4 are about equal.
 DEFAULT_CODEC_ERROR_ORDER = ("fp16", "int8", "fp8", "int6", "int4", "fp4")

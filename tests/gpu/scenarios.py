@@ -78,9 +78,9 @@ def passthrough_reference(rank, world_size):
     res = {}
     comm = qr.Communicator(max_size=64 << 20)
     for dname, dtype in DTYPES.items():
-        for algo in ("one_shot", "one_shot_bulk", "two_shot"):
+        for algo in ("one_shot", "two_shot"):
             for i, n in enumerate(SIZES):
-                if algo != "two_shot" and n * 2 > comm._algo_limit(algo):
+                if algo == "one_shot" and n * 2 > comm._c.one_shot_max_bytes:
                     continue
                 xs = inputs_for(1000 + i, n, dtype, world_size)
                 out = comm.all_reduce(xs[rank], codec="fp16", algo=algo)
@@ -178,10 +178,7 @@ def graph_replays(rank, world_size):
     """1000 replays of a captured graph with new inputs each time, for one-shot, two-shot and a codec."""
     res = {}
     comm = qr.Communicator(max_size=16 << 20)
-    cases = [("one_shot", "fp16", 4096 + 3), ("two_shot", "fp16", 1 << 20), ("two_shot", "int4", 1 << 20)]
-    if comm._algo_limit("one_shot_bulk"):
-        cases.append(("one_shot_bulk", "fp16", (1 << 20) + 3))
-    for algo, codec, n in cases:
+    for algo, codec, n in (("one_shot", "fp16", 4096 + 3), ("two_shot", "fp16", 1 << 20), ("two_shot", "int4", 1 << 20)):
         dtype = torch.bfloat16
         bank = [inputs_for(9000 + k, n, dtype, world_size) for k in range(4)]
         x = torch.empty(n, dtype=dtype, device="cuda")
@@ -330,11 +327,7 @@ def call_mismatch(rank, world_size):
             ("two_shot size", {"algo": "two_shot"}, {"algo": "two_shot"}, 1 << 16, (1 << 16) + 8),
             ("two_shot codec", {"algo": "two_shot", "codec": "int4"}, {"algo": "two_shot", "codec": "int8"}, 1 << 16, 1 << 16),
             ("one_shot size", {"algo": "one_shot"}, {"algo": "one_shot"}, 4096, 4104),
-            ("dtype", {"algo": "one_shot"}, {"algo": "one_shot"}, 4096, 4096),
-            ("one_shot_bulk size", {"algo": "one_shot_bulk"}, {"algo": "one_shot_bulk"}, 1 << 18, (1 << 18) + 8),
-            ("one_shot_bulk vs two_shot", {"algo": "one_shot_bulk"}, {"algo": "two_shot"}, 1 << 18, 1 << 18)):
-        if "one_shot_bulk" in name and world_size != 2:
-            continue
+            ("dtype", {"algo": "one_shot"}, {"algo": "one_shot"}, 4096, 4096)):
         comm = qr.Communicator(max_size=1 << 20, timeout_s=3.0)
         dtype = torch.bfloat16 if (name == "dtype" and rank == 1) else torch.float16
         n = n0 if rank == 0 else n1
@@ -379,11 +372,10 @@ def soak(rank, world_size):
     t0 = time.time()
     calls = 100_000
     picks = rng.integers(0, len(cases), calls)
-    lossless_algos = ["one_shot", "two_shot"] + (["one_shot_bulk"] if comm._algo_limit("one_shot_bulk") else [])
-    algo_picks = rng.integers(0, len(lossless_algos), calls)
+    one_shot_coin = rng.integers(0, 2, calls)
     for it in range(calls):
         x, want, codec = cases[picks[it]]
-        algo = lossless_algos[algo_picks[it]] if codec == "fp16" else "two_shot"
+        algo = "one_shot" if codec == "fp16" and one_shot_coin[it] else "two_shot"
         out = comm.all_reduce(x, codec=codec, algo=algo)
         wrong += (out.view(torch.int16) != want.view(torch.int16)).sum()
         digest += out.view(torch.int16).sum()
@@ -410,8 +402,7 @@ def soak(rank, world_size):
     x = torch.empty(n, dtype=torch.bfloat16, device="cuda")
     exp_exact, exp_int4 = torch.empty_like(x), torch.empty_like(x)
     errs = torch.zeros((), dtype=torch.int64, device="cuda")
-    o1, o2, o3, o4 = (torch.empty_like(x) for _ in range(4))
-    bulk = comm._algo_limit("one_shot_bulk") > 0
+    o1, o2, o3 = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
 
     def body():
         comm.all_reduce(x, out=o1, algo="one_shot")
@@ -420,9 +411,6 @@ def soak(rank, world_size):
         errs.add_((o1.view(torch.int16) != exp_exact.view(torch.int16)).sum()
                   + (o2.view(torch.int16) != exp_exact.view(torch.int16)).sum()
                   + (o3.view(torch.int16) != exp_int4.view(torch.int16)).sum())
-        if bulk:
-            comm.all_reduce(x, out=o4, algo="one_shot_bulk")
-            errs.add_((o4.view(torch.int16) != exp_exact.view(torch.int16)).sum())
 
     x.copy_(bank[0][rank]); exp_exact.copy_(want[0][0]); exp_int4.copy_(want[0][1])
     s = torch.cuda.Stream()
@@ -443,7 +431,7 @@ def soak(rank, world_size):
     torch.cuda.synchronize()
     comm.check()
     res["10k graph replays"] = None if int(errs) == 0 else f"{int(errs)} wrong elements"
-    res["info/10k graph replays"] = f"10000 replays x {3 + bulk} calls in {time.time() - t0:.1f}s, wrong elements {int(errs)}"
+    res["info/10k graph replays"] = f"10000 replays x 3 calls in {time.time() - t0:.1f}s, wrong elements {int(errs)}"
     del g
     comm.close()
     torch.cuda.synchronize()

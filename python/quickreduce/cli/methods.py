@@ -168,12 +168,10 @@ class QuickReduceMethod(Method):
             ctx.shared["qr_comm"] = self.comm
 
     def skip_reason(self, nbytes):
-        # The Communicator refuses the one-shots above their buffers (the bulk one shot off 2 GPUs);
-        # that is a limit, not a failure.
-        if self.algo in ("one_shot", "one_shot_bulk"):
-            limit = self.comm._algo_limit(self.algo)
-            if nbytes > limit:
-                return f"{self.algo} takes at most {limit} bytes" if limit else f"{self.algo} needs 2 GPUs"
+        # The Communicator refuses one-shot above its packet buffers; that is a limit, not a failure.
+        limit = getattr(getattr(self.comm, "_c", None), "one_shot_max_bytes", None)
+        if self.algo == "one_shot" and limit is not None and nbytes > limit:
+            return f"one-shot takes at most {limit} bytes"
         return None
 
     def run(self, inp, out):
@@ -201,7 +199,6 @@ def _own_methods() -> dict[str, Callable[[], Method]]:
         "symm_mem_one_shot": lambda: SymmMemMethod("symm_mem_one_shot", "one_shot"),
         "symm_mem_two_shot": lambda: SymmMemMethod("symm_mem_two_shot", "two_shot"),
         "qr_one_shot": lambda: QuickReduceMethod("qr_one_shot", "one_shot", None),
-        "qr_one_shot_bulk": lambda: QuickReduceMethod("qr_one_shot_bulk", "one_shot_bulk", None),
         "qr_two_shot": lambda: QuickReduceMethod("qr_two_shot", "two_shot", None),
         "qr_auto": lambda: QuickReduceMethod("qr_auto", "auto", "auto"),
         "qr_auto_int4": lambda: QuickReduceMethod("qr_auto_int4", "auto", "auto:int4"),

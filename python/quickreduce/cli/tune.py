@@ -26,8 +26,7 @@ LOSSLESS_ERROR_LIMIT = 1e-2
 def candidates(codecs: list[str]) -> dict[str, tuple[str, str | None]]:
     """Benchmark method -> (algo, codec); codec None means passthrough."""
     table: dict[str, tuple[str, str | None]] = {
-        "nccl": ("nccl", None), "qr_one_shot": ("one_shot", None),
-        "qr_one_shot_bulk": ("one_shot_bulk", None), "qr_two_shot": ("two_shot", None)}
+        "nccl": ("nccl", None), "qr_one_shot": ("one_shot", None), "qr_two_shot": ("two_shot", None)}
     for codec in codecs:
         table[f"qr_{codec}"] = ("two_shot", codec)
     return table
