@@ -42,7 +42,7 @@ cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t
     const size_t vectors = (args.numel + kLaneValues - 1) / kLaneValues;
     const size_t owners = (vectors + kOneShotThreads - 1) / kOneShotThreads;  // CTAs that own vectors
     const int blocks = int(owners < size_t(kOneShotBlocks) ? (owners > 0 ? owners : 1) : kOneShotBlocks);
-    return launch(one_shot_kernel<decltype(d)::value>, blocks, kOneShotThreads, args, stream);
+    return launch(one_shot_kernel<decltype(d)::value>, blocks, kOneShotThreads + kOneShotControlThreads, args, stream);
   });
 }
 

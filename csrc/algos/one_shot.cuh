@@ -10,12 +10,13 @@
 // one its previous call used (e - 1) % 3. Safe because a rank is at most one call ahead of a
 // peer (it cannot finish call k+1 before that peer sent its data of k+1, i.e. finished call k):
 // the earliest write into a buffer after it is cleared comes three calls later.
-// Mismatch: thread 0 of each CTA sends {epoch, call signature} beside the data and checks the
-// peers' while it polls its first vector (a mismatch aborts; that call's output is unspecified).
+// Mismatch: a control warp in each CTA sends {epoch, call signature} beside the data and checks
+// the peers' while the data threads work (a mismatch aborts; that call's output is unspecified).
 // Epochs: one per CTA, advanced by that CTA when it runs; vector p is always handled by the same
 // CTA on every rank and in every call (fixed stride), and a call launches only the CTAs that own
 // vectors, the same ones on every rank, so each CTA's epochs stay in step across ranks.
-// No barrier: every extra round trip on the way to the sum showed in the time (change 22).
+// No barrier and no data thread waits for anything but data: every extra round trip on the way
+// to the sum showed in the time (bench/NOTES.md changes 21-23).
 #pragma once
 #include "algos/args.hpp"
 #include "algos/common.cuh"
@@ -54,12 +55,6 @@ __device__ __forceinline__ bool vector_arrived(const uint4& v) {
   return !(has_sentinel(v.x) || has_sentinel(v.y) || has_sentinel(v.z) || has_sentinel(v.w));
 }
 
-// A data vector and a flag word polled together (one round trip for both).
-struct PacketAndFlag {
-  uint4 packet;
-  uint64_t flag;
-};
-__device__ __forceinline__ uint32_t seen_word(const PacketAndFlag& x) { return uint32_t(x.flag); }
 
 template <DType D>
 __device__ __forceinline__ void accumulate_vector(float acc[kLaneValues], const uint4& v) {
@@ -71,15 +66,18 @@ __device__ __forceinline__ void accumulate_vector(float acc[kLaneValues], const 
   }
 }
 
+// CTA: kOneShotThreads data threads, one vector each per grid stride, then one control warp that
+// sends this call's signature and checks the peers' (kOneShotControlThreads).
 template <DType D>
-__global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs a) {
+__global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_shot_kernel(AllReduceArgs a) {
   grid_dependency_wait();  // with PDL: the previous kernel's writes are visible from here on
   grid_dependents_launch();
   const auto* in = static_cast<const uint16_t*>(a.in);
   const size_t vectors = (a.numel + kLaneValues - 1) / kLaneValues;
   const size_t stride = size_t(kOneShotBlocks) * kOneShotThreads;
   const size_t first = size_t(blockIdx.x) * kOneShotThreads + threadIdx.x;
-  const bool has_work = first < vectors;  // same on every rank when the calls match
+  const bool control = threadIdx.x >= kOneShotThreads;
+  const bool has_work = !control && first < vectors;  // same on every rank when the calls match
   // My first vector is loaded before the epoch, so the two loads overlap instead of the input's
   // waiting behind the epoch's address arithmetic and the signature store.
   const uint4 mine = has_work ? load_vector(in, first, a.numel) : make_uint4(0, 0, 0, 0);
@@ -96,14 +94,14 @@ __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs
   const size_t previous = size_t((epoch + kLamportBuffers - 1) % kLamportBuffers) * W * V;
   auto* out = static_cast<uint16_t*>(a.out);
 
-  if (has_work && threadIdx.x == 0) {  // this call's signature to the same CTA on every peer
+  if (threadIdx.x == kOneShotThreads) {  // this call's signature to the same CTA on every peer
     for (int j = 1; j < W; ++j) {
       int d = me + j < W ? me + j : me + j - W;
       auto* peer_ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[d] + a.layout.control);
-      st_volatile_u64(&peer_ctrl->one_shot_signature[blockIdx.x][me], flag_word(epoch, a.signature));
+      st_volatile_u64(&peer_ctrl->one_shot_signature[blockIdx.x][epoch & 1u][me], flag_word(epoch, a.signature));
     }
   }
-  for (size_t p = first; p < vectors; p += stride) {
+  for (size_t p = first; !control && p < vectors; p += stride) {
     const uint4 v = my_vector(p);
     for (int j = 1; j < W; ++j) {
       int d = me + j < W ? me + j : me + j - W;
@@ -116,43 +114,42 @@ __global__ void __launch_bounds__(kOneShotThreads) one_shot_kernel(AllReduceArgs
   // stopped writing it two calls ago and next write it three calls on).
   auto* local = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.lamport);
   const uint4 empty = make_uint4(kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty);
-  for (size_t p = first; p < prev_vectors; p += stride)
+  for (size_t p = first; !control && p < prev_vectors; p += stride)
     for (int src = 0; src < W; ++src)
       if (src != me) local[previous + size_t(src) * V + p] = empty;
 
   WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
   bool ok = true;
-  // Waits for src's vector p. Thread 0 waits for its first vector together with src's signature:
-  // both loads are in flight at once, so checking that every peer made the same call costs no
-  // extra round trip (a separate signature wait before or after the data measured 0.3-0.6 us
-  // slower at 8-128 KB: bench/NOTES.md change 22). On a mismatch the abort word stops the other
-  // threads within 64 polls; this call's output is then unspecified and the error is reported.
-  auto receive = [&](int src, size_t p, uint4& v) {
-    const uint4* slot = local + buffer + size_t(src) * V + p;
-    if (threadIdx.x != 0 || p != first)
-      return spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return vector_arrived(x); }, v,
-                        src, epoch, 0);
-    const uint64_t* sig = &ctrl->one_shot_signature[blockIdx.x][src];
-    PacketAndFlag got;
-    if (!spin_until(w, [&] { return PacketAndFlag{ld_volatile_v4(slot), ld_volatile_u64(sig)}; },
-                    [&](const PacketAndFlag& x) { return vector_arrived(x.packet) && uint32_t(x.flag) == epoch; },
-                    got, src, epoch, 0))
-      return false;
-    if (uint32_t(got.flag >> 32) != a.signature) {
-      report_error(w, ErrorCode::kMismatch, src, a.signature, uint32_t(got.flag >> 32), 0);
-      return false;
+  // The control warp checks that every peer made the same call while the data threads poll and
+  // sum: no data thread waits for it (thread 0 waiting for the signature, before or together
+  // with its data, measured 0.2-0.6 us slower at 8-128 KB: bench/NOTES.md changes 22-23). On a
+  // mismatch the abort word stops the data threads within 64 polls; this call's output is then
+  // unspecified and the error is reported.
+  if (threadIdx.x == kOneShotThreads) {
+    for (int src = 0; src < W; ++src) {
+      if (src == me) continue;
+      uint64_t seen;
+      const uint64_t* slot = &ctrl->one_shot_signature[blockIdx.x][epoch & 1u][src];
+      if (!spin_until(w, [&] { return ld_volatile_u64(slot); }, [&](uint64_t f) { return uint32_t(f) == epoch; }, seen,
+                      src, epoch, 0))
+        break;
+      if (uint32_t(seen >> 32) != a.signature) {
+        report_error(w, ErrorCode::kMismatch, src, a.signature, uint32_t(seen >> 32), 0);
+        break;
+      }
     }
-    v = got.packet;
-    return true;
-  };
-  for (size_t p = first; ok && p < vectors; p += stride) {
+  }
+  for (size_t p = first; !control && ok && p < vectors; p += stride) {
     float acc[kLaneValues] = {};
     for (int src = 0; src < W; ++src) {  // fixed order: every rank rounds the same sum
       uint4 v;
       if (src == me) {
         v = my_vector(p);
-      } else if (!(ok = receive(src, p, v))) {
-        break;
+      } else {
+        const uint4* slot = local + buffer + size_t(src) * V + p;
+        ok = spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return vector_arrived(x); }, v,
+                        src, epoch, 0);
+        if (!ok) break;
       }
       accumulate_vector<D>(acc, v);
     }

@@ -21,7 +21,8 @@ constexpr int kMaxWorldSize = 8;
 // a call launches only the CTAs that own vectors (8 KB: 4 CTAs on 4 SMs, as TensorRT-LLM's
 // one-shot spreads it; 4 MB: all 528, 4 per SM of 132).
 constexpr int kOneShotBlocks = 528;
-constexpr int kOneShotThreads = 128;
+constexpr int kOneShotThreads = 128;        // data threads per one-shot CTA
+constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the peers' calls
 constexpr size_t kOneShotMaxBytes = size_t(4) << 20;  // largest message the one-shot accepts
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
@@ -35,9 +36,12 @@ struct ControlBlock {
   uint32_t pad;
   uint32_t one_shot_epoch[kOneShotBlocks];      // per CTA, advanced by that CTA
   uint32_t one_shot_prev_vectors[kOneShotBlocks];  // vectors of that CTA's previous call, to clear
-  // Written by peers: {epoch, call signature} of their one-shot call, per CTA and source rank, so
-  // ranks that make different calls get an error instead of each other's data.
-  uint64_t one_shot_signature[kOneShotBlocks][kMaxWorldSize];
+  // Written by peers: {epoch, call signature} of their one-shot call, per CTA, epoch parity and
+  // source rank, so ranks that make different calls get an error instead of each other's data.
+  // Two slots: a peer may start its next call (and send its signature) as soon as it has this
+  // call's data, before this rank has read the signature of this call; it cannot start the call
+  // after that before this rank has finished this one.
+  uint64_t one_shot_signature[kOneShotBlocks][2][kMaxWorldSize];
 };
 
 // A flag word: the call's epoch (low half) and its signature (high half) in one 8-byte store.
