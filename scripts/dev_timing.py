@@ -16,6 +16,8 @@ def run(rank, world, port):
     methods += [(f"{c}_t{t}_b{b}", c, "two_shot") for c in ("int4", "fp4", "two") for t in (256, 512) for b in (66, 132, 264)]
     methods += [(f"{c}_t512_b{b}", c, "two_shot") for c in ("int4", "fp4", "int6", "fp8") for b in (396, 528)]
     methods += [(f"{c}_g{g}", c, "two_shot") for c in ("int4", "int6", "fp8", "fp4") for g in (4, 8, 16, 32, 64)]
+    methods += [(f"two_t{t}{b}{g}", "fp16", "two_shot") for t in (128, 256, 512) for b in ("", "_b264") for g in ("", "_g2", "_g4", "_g8")]
+    methods = list({m[0]: m for m in methods}.values())  # one column per name
     if os.environ.get("DEV_METHODS"): methods = [m for m in methods if m[0] in os.environ["DEV_METHODS"].split(",")]
     if rank == 0: print("bytes " + " ".join(f"{m[0]:>9}" for m in methods), flush=True)
     for nbytes in sizes:
@@ -37,7 +39,7 @@ def run(rank, world, port):
                     knob = {p[0]: int(p[1:]) for p in parts[1:]}
                     codec_id = {"two": 1, "fp8": 2, "int8": 3, "int6": 4, "int4": 5, "fp4": 6}[parts[0]]
                     comm._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), 1, codec_id, 1, torch.cuda.current_stream().cuda_stream,
-                                       threads=knob.get("t", 0), blocks=knob.get("b", 0))
+                                       threads=knob.get("t", 0), blocks=knob.get("b", 0), groups=knob.get("g", 0))
                 else: comm.all_reduce(xs[i % nbuf], out=out, codec=codec, algo=algo)
             s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(s):
@@ -56,7 +58,7 @@ def run(rank, world, port):
             comm.check()
             row.append(sorted(ts)[3])
             del g
-        if rank == 0: print(f"{nbytes:>9} " + " ".join(f"{t:9.1f}" for t in row), flush=True)
+        if rank == 0: print(f"{nbytes:>9} " + " ".join(f"{t:9.2f}" for t in row), flush=True)
         del xs
     comm.close()
     dist.destroy_process_group()
