@@ -19,8 +19,10 @@ namespace qr {
 constexpr int kMaxWorldSize = 8;
 // Vector p belongs to CTA (p / kOneShotThreads) % kOneShotBlocks in every call, whatever the size;
 // a call launches only the CTAs that own vectors (8 KB: 4 CTAs on 4 SMs, as TensorRT-LLM's
-// one-shot spreads it; 4 MB: all 528, 4 per SM of 132).
-constexpr int kOneShotBlocks = 528;
+// one-shot spreads it). 1056 CTAs (8 of 160 threads per SM of 132, all resident) give every data
+// thread one vector up to 2 MiB: at 2 MiB, 528 CTAs (two vectors a thread, one after the other)
+// measured ~10% slower against TensorRT-LLM's one-shot in the same run (bench/NOTES.md change 25).
+constexpr int kOneShotBlocks = 1056;
 constexpr int kOneShotThreads = 128;        // data threads per one-shot CTA
 constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the peers' calls
 constexpr size_t kOneShotMaxBytes = size_t(4) << 20;  // largest message the one-shot accepts
