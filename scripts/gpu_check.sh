@@ -11,11 +11,17 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 OUT=${OUT:-/tmp/qr-out}; mkdir -p "$OUT"
 stages=${*:-build tests bench}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv  # stdout only: $OUT returns at most 8 files
+# Builds and installs this tree for sm_90 (extra env settings, e.g. QR_PHASE_TIMERS=1, first); log in $OUT/$1.
+install_source() {
+  local log=$1; shift
+  env "$@" QR_CUDA_ARCHS=90 CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install --no-build-isolation --no-deps -q . \
+    > "$OUT/$log" 2>&1 || { tail -50 "$OUT/$log"; exit 1; }
+}
+install_wheel() { python3 -m pip install -q --no-deps --force-reinstall .wheels/$1/*.whl || exit 1; }
 for stage in $stages; do
   case $stage in
     build)
-      QR_CUDA_ARCHS=90 CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install --no-build-isolation --no-deps -q . \
-        > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+      install_source build.log
       echo "build ok" ;;
     tests)
       python3 -m pytest -q -s tests/gpu -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
@@ -29,8 +35,7 @@ for stage in $stages; do
         grep -m3 -E "ERROR SUMMARY|Invalid|Race|error" "$OUT/sanitize-$tool.log"
       done ;;
     phases)  # dev diagnostic: rebuilds with the phase timers compiled in (slower: never bench after it)
-      QR_PHASE_TIMERS=1 QR_CUDA_ARCHS=90 CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install --no-build-isolation \
-        --no-deps -q . > "$OUT/build-phases.log" 2>&1 || { tail -50 "$OUT/build-phases.log"; exit 1; }
+      install_source build-phases.log QR_PHASE_TIMERS=1
       python3 scripts/phase_timers.py 2>&1 | tee "$OUT/phases.log" ;;
     timing)
       python3 scripts/dev_timing.py 2>&1 | tee "$OUT/timing.log" ;;
@@ -45,10 +50,10 @@ for stage in $stages; do
       python3 -m quickreduce.cli bench --sizes 8K:1G --dtype bf16 --csv "$OUT/bench.csv" --plot "$OUT/bench.png" 2>&1 \
         | tee "$OUT/bench.log" ;;
     wheel:*)
-      python3 -m pip install -q --no-deps --force-reinstall .wheels/${stage#wheel:}/*.whl && echo "installed ${stage#wheel:}" ;;
+      install_wheel "${stage#wheel:}" && echo "installed ${stage#wheel:}" ;;
     wheels)
       for name in ${WHEELS:-$(ls .wheels)}; do
-        python3 -m pip install -q --no-deps --force-reinstall .wheels/$name/*.whl || exit 1
+        install_wheel "$name"
         python3 -m quickreduce.cli bench --sizes "${AB_SIZES:-8K:4M}" --dtype bf16 --replays 15 --methods \
           "${AB_METHODS:-trtllm_one_shot,trtllm_one_shot_pdl,qr_one_shot}" --csv /tmp/ab-$name.csv > /tmp/ab-$name.log 2>&1
         echo "== $name: exit $?"; grep -E "qr_|trtllm" /tmp/ab-$name.log | tail -40

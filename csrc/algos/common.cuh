@@ -8,6 +8,10 @@
 
 namespace qr {
 
+// The j-th rank after `me` in ring order (j = 1..W-1 visits every peer once, in the same order on
+// every rank).
+__device__ __forceinline__ int rank_after(int me, int j, int W) { return me + j < W ? me + j : me + j - W; }
+
 template <DType D>
 __device__ __forceinline__ void load_lane(const uint16_t* p, ptrdiff_t valid, float v[kLaneValues]) {
   if (valid >= kLaneValues) {

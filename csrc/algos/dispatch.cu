@@ -1,4 +1,5 @@
 // Instantiates the kernels for every (dtype, codec) in the registry and launches them.
+#include <algorithm>
 #include <vector>
 
 #include "algos/launch.hpp"
@@ -41,7 +42,7 @@ cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t
   return dispatch_dtype(dtype, [&](auto d) {
     const size_t vectors = (args.numel + kLaneValues - 1) / kLaneValues;
     const size_t owners = (vectors + kOneShotThreads - 1) / kOneShotThreads;  // CTAs that own vectors
-    const int blocks = int(owners < size_t(kOneShotBlocks) ? (owners > 0 ? owners : 1) : kOneShotBlocks);
+    const int blocks = int(std::clamp(owners, size_t(1), size_t(kOneShotBlocks)));
     return launch(one_shot_kernel<decltype(d)::value>, blocks, kOneShotThreads + kOneShotControlThreads, args, stream);
   });
 }

@@ -41,20 +41,19 @@ __device__ __forceinline__ uint4 load_vector(const uint16_t* in, size_t p, size_
     v = make_uint4(w[0], w[1], w[2], w[3]);
   }
   auto clean = [](uint32_t w) {
-    if ((w & 0xffffu) == 0x8000u) w &= 0xffff0000u;
-    if ((w >> 16) == 0x8000u) w &= 0x0000ffffu;
+    if ((w & 0xffffu) == kLamportEmptyHalf) w &= 0xffff0000u;
+    if ((w >> 16) == kLamportEmptyHalf) w &= 0x0000ffffu;
     return w;
   };
   return make_uint4(clean(v.x), clean(v.y), clean(v.z), clean(v.w));
 }
 
 __device__ __forceinline__ bool has_sentinel(uint32_t w) {
-  return (w & 0xffffu) == 0x8000u || (w >> 16) == 0x8000u;
+  return (w & 0xffffu) == kLamportEmptyHalf || (w >> 16) == kLamportEmptyHalf;
 }
 __device__ __forceinline__ bool vector_arrived(const uint4& v) {
   return !(has_sentinel(v.x) || has_sentinel(v.y) || has_sentinel(v.z) || has_sentinel(v.w));
 }
-
 
 template <DType D>
 __device__ __forceinline__ void accumulate_vector(float acc[kLaneValues], const uint4& v) {
@@ -96,7 +95,7 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
 
   if (threadIdx.x == kOneShotThreads) {  // this call's signature to the same CTA on every peer
     for (int j = 1; j < W; ++j) {
-      int d = me + j < W ? me + j : me + j - W;
+      const int d = rank_after(me, j, W);
       auto* peer_ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[d] + a.layout.control);
       st_volatile_u64(&peer_ctrl->one_shot_signature[blockIdx.x][epoch & 1u][me], flag_word(epoch, a.signature));
     }
@@ -104,7 +103,7 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
   for (size_t p = first; !control && p < vectors; p += stride) {
     const uint4 v = my_vector(p);
     for (int j = 1; j < W; ++j) {
-      int d = me + j < W ? me + j : me + j - W;
+      const int d = rank_after(me, j, W);
       auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.lamport);
       st_volatile_v4(dst + buffer + size_t(me) * V + p, v);
     }

@@ -115,6 +115,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
   const auto* ag_flags = reinterpret_cast<const uint64_t*>(local + a.layout.ag_flags);
   WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
   // The j-th rank after me in ring order, j = 1..W-1: every peer once, in the same order everywhere.
+  // Same rule as common.cuh's rank_after(); written out here because calling that changed this
+  // kernel's generated code (its PTX), and the kernel's timings were measured with this form.
   auto rank_after = [&](int j) { return me + j < W ? me + j : me + j - W; };
   // Threads 0..W-2 each wait for one peer's flag.
   const int peer = rank_after(1 + lane);

@@ -32,7 +32,8 @@ __device__ __forceinline__ uint64_t ld_volatile_u64(const uint64_t* addr) {
   return v;
 }
 
-// 16-byte packet store/load: each 8-byte half is single-copy atomic, which the LL packets need.
+// 16-byte vector store/load of the one-shot (arrival is read per 16-bit half, so no wider
+// atomicity is needed).
 __device__ __forceinline__ void st_volatile_v4(uint4* addr, uint4 v) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
                : "memory");

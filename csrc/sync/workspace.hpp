@@ -52,7 +52,8 @@ QR_HD constexpr uint64_t flag_word(uint32_t epoch, uint32_t signature) { return 
 // Epochs cycle through 1..kEpochPeriod: never 0 (fresh memory), and with a period divisible by
 // 6, epoch % 3 (the one-shot's buffer) and the parity keep cycling even across the wrap.
 constexpr uint32_t kEpochPeriod = 3u << 29;
-constexpr uint32_t kLamportEmpty = 0x80008000u;  // two -0.0 halves: "not arrived yet"
+constexpr uint32_t kLamportEmptyHalf = 0x8000u;  // -0.0: "not arrived yet"
+constexpr uint32_t kLamportEmpty = kLamportEmptyHalf << 16 | kLamportEmptyHalf;  // a word of two
 constexpr int kLamportBuffers = 3;
 
 inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -74,7 +75,7 @@ struct WorkspaceLayout {
     w.control = take(sizeof(ControlBlock));
     w.rs_flags = take(w.max_tiles * world_size * 8);
     w.ag_flags = take(w.max_tiles * world_size * 8);
-    w.lamport = take(size_t(kLamportBuffers) * world_size * w.lamport_vectors * 16);
+    w.lamport = take(w.lamport_bytes(world_size));
     // Data slots: at most the message itself plus one partly filled tile of the largest CTA.
     size_t slack = size_t(world_size) * kTwoShotMaxThreads * 8 * 2;
     w.rs_data = take(max_bytes + slack);
