@@ -44,7 +44,7 @@ for stage in $stages; do
       export PYTHONPATH=/tmp/site:$PWD/.peers/site FLASHINFER_CONFIDENTIAL_COMPUTE=1 ;;
     tune)  # measure the auto table; the bench stage after it uses it
       python3 -m quickreduce.cli tune --dtypes bf16 --out "$OUT/tuned.json" --csv "$OUT/tune.csv" --no-cache 2>&1 \
-        | tee "$OUT/tune.log" | tail -25
+        | tail -25  # no tune.log: $OUT brings back 8 files; `quickreduce tune --from-csv` rebuilds the table
       export QUICKREDUCE_TUNE_FILE="$OUT/tuned.json" ;;
     bench)
       python3 -m quickreduce.cli bench --sizes 8K:1G --dtype bf16 --csv "$OUT/bench.csv" --plot "$OUT/bench.png" 2>&1 \

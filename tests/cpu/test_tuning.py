@@ -181,3 +181,31 @@ def test_driver_version_is_a_string():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert isinstance(tuning.driver_version(), str)
+
+
+def test_tune_from_csv_rebuilds_the_shipped_table(tmp_path):
+    # The shipped h200 table is `quickreduce tune --from-csv` of the shipped tune measurements; the
+    # same command here must give the same choices (no GPU: the rows come from the CSV).
+    from pathlib import Path
+
+    from quickreduce.cli import tune
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "rebuilt.json"
+    assert tune.main(["--from-csv", str(root / "bench/results/h200-x2-tune.csv"), "--out", str(out),
+                      "--no-cache"]) == 0
+    rebuilt = json.loads(out.read_text())
+    shipped = json.loads((root / "python/quickreduce/tuned/h200-w2.json").read_text())
+    assert rebuilt["dtypes"] == shipped["dtypes"] and rebuilt["world_size"] == 2
+    assert rebuilt["codec_errors"] == pytest.approx(shipped["codec_errors"])
+
+
+def test_tune_from_csv_refuses_mixed_world_sizes(tmp_path, capsys):
+    from quickreduce.cli import tune
+
+    csv_path = tmp_path / "mixed.csv"
+    csv_path.write_text("size_bytes,method,time_us,rel_err,identical,device,world_size,dtype\n"
+                        "8192,qr_one_shot,2.0,0.001,yes,NVIDIA H200,2,bf16\n"
+                        "8192,qr_one_shot,3.0,0.001,yes,NVIDIA H200,4,bf16\n")
+    assert tune.main(["--from-csv", str(csv_path), "--no-cache"]) == 2
+    assert "one world size" in capsys.readouterr().err

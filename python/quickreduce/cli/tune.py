@@ -16,7 +16,7 @@ from typing import Any
 
 from ..tuning import cache_path, save_table, table_from_measurements
 from .bench import DEFAULT_SIZES, DEFAULT_TIMEOUT_S, parse_iters, run, usable_gpus
-from .report import complete_rows, human_size, parse_size, parse_sizes, write_csv
+from .report import complete_rows, human_size, parse_size, parse_sizes, read_csv, write_csv
 
 QR_CODECS = ("int8", "fp8", "int6", "int4", "fp4")
 # A lossless row this far from the float64 sum is a bug, not a candidate.
@@ -99,6 +99,19 @@ def print_description(data: dict[str, Any]) -> None:
     make_console().print(table)
 
 
+def result_from_csv(path: str) -> dict[str, Any] | None:
+    """A CSV's rows in the shape `run` returns: one device and world size, or an error message."""
+    rows = read_csv(path)
+    devices = {r.get("device") for r in rows}
+    world_sizes = {r.get("world_size") for r in rows}
+    if not rows or len(devices) != 1 or len(world_sizes) != 1 or None in world_sizes:
+        print(f"quickreduce tune: {path} needs rows of one device and one world size "
+              f"(found {len(rows)} rows, devices {sorted(map(str, devices))}, "
+              f"world sizes {sorted(map(str, world_sizes))})", file=sys.stderr)
+        return None
+    return {"rows": rows, "device": devices.pop(), "world_size": world_sizes.pop(), "notes": []}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quickreduce tune", description=__doc__.split("\n\n")[0])
     p.add_argument("--gpus", type=int, default=None, help="processes/GPUs (default: all local)")
@@ -110,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="also write the table here")
     p.add_argument("--no-cache", action="store_true", help="do not write the user cache")
     p.add_argument("--csv", default=None, help="also write the measurements as a bench CSV")
+    p.add_argument("--from-csv", default=None, metavar="CSV",
+                   help="build the table from a CSV an earlier tune or bench wrote (no GPU run)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds")
     return p
 
@@ -131,16 +146,23 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"quickreduce tune: {exc}", file=sys.stderr)
         return 2
-    gpus = usable_gpus(args.gpus, "tune")
-    if not gpus:
-        return 2
-    try:
-        result = run(config, gpus, args.timeout)
-    except RuntimeError as exc:  # launch.LaunchError: a rank failed or the run timed out
-        print(f"quickreduce tune: {exc}", file=sys.stderr)
-        return 1
-    if result is None:  # a rank other than 0 under torchrun
-        return 0
+    if args.from_csv:
+        result = result_from_csv(args.from_csv)
+        if result is None:
+            return 2
+        args.sizes = f"{human_size(min(r['size'] for r in result['rows']))}:" \
+                     f"{human_size(max(r['size'] for r in result['rows']))} (from {args.from_csv})"
+    else:
+        gpus = usable_gpus(args.gpus, "tune")
+        if not gpus:
+            return 2
+        try:
+            result = run(config, gpus, args.timeout)
+        except RuntimeError as exc:  # launch.LaunchError: a rank failed or the run timed out
+            print(f"quickreduce tune: {exc}", file=sys.stderr)
+            return 1
+        if result is None:  # a rank other than 0 under torchrun
+            return 0
     rows = complete_rows(result["rows"], result["world_size"])
     if args.csv:
         print(f"wrote {write_csv(rows, args.csv)}", file=sys.stderr)
