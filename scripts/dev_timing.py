@@ -15,10 +15,14 @@ def run(rank, world, port):
     methods += [("two_t128", "fp16", "two_shot"), ("two_t256", "fp16", "two_shot"), ("two_t512", "fp16", "two_shot")]
     methods += [(f"{c}_t{t}_b{b}", c, "two_shot") for c in ("int4", "fp4", "two") for t in (256, 512) for b in (66, 132, 264)]
     methods += [(f"{c}_t512_b{b}", c, "two_shot") for c in ("int4", "fp4", "int6", "fp8") for b in (396, 528)]
-    methods += [(f"{c}_g{g}", c, "two_shot") for c in ("int4", "int6", "fp8", "fp4") for g in (4, 8, 16, 32, 64)]
-    methods += [(f"two_t{t}{b}{g}", "fp16", "two_shot") for t in (128, 256, 512) for b in ("", "_b264") for g in ("", "_g2", "_g4", "_g8")]
+    methods += [(f"{c}_g{g}", c, "two_shot") for c in ("int4", "int6", "fp8", "fp4") for g in (4, 8, 16, 32, 64, 128, 256)]
+    methods += [(f"two_t{t}{b}{g}", "fp16", "two_shot") for t in (128, 256, 512) for b in ("", "_b264") for g in ("", "_g2", "_g4", "_g8", "_g16", "_g32", "_g64", "_g128")]
     methods = list({m[0]: m for m in methods}.values())  # one column per name
-    if os.environ.get("DEV_METHODS"): methods = [m for m in methods if m[0] in os.environ["DEV_METHODS"].split(",")]
+    if os.environ.get("DEV_METHODS"):  # any name of the forms above, listed or not (e.g. int6_g12)
+        known = {m[0]: m for m in methods}
+        codec_of = {"two": "fp16", "one": "fp16", "onepdl": "fp16"}
+        methods = [known.get(n) or (n, codec_of.get(n.split("_")[0], n.split("_")[0]), "one_shot" if n.startswith("one") else "two_shot")
+                   for n in os.environ["DEV_METHODS"].split(",")]
     if rank == 0: print("bytes " + " ".join(f"{m[0]:>9}" for m in methods), flush=True)
     for nbytes in sizes:
         n = nbytes // 2

@@ -1,6 +1,6 @@
 // Host-side launchers (implemented in dispatch.cu); they enqueue on the caller's stream and return
 // the launch status. Contracts:
-//  - one-shot: passthrough only, numel * 2 <= min(max_size, kOneShotMaxBytes).
+//  - one-shot: passthrough only, numel * 2 <= min(max_size, one_shot_max_bytes(world_size)).
 //  - two-shot: any codec, numel * 2 <= max_size.
 // Both need every rank to make the same call (size, dtype, codec, algorithm) in the same order.
 #pragma once

@@ -21,7 +21,8 @@ void register_comm(nb::module_& m) {
   m.attr("ALGO_ONE_SHOT") = int(qr::Algo::kOneShot);
   m.attr("ALGO_TWO_SHOT") = int(qr::Algo::kTwoShot);
   m.attr("MAX_WORLD_SIZE") = qr::kMaxWorldSize;
-  m.attr("ONE_SHOT_MAX_BYTES") = qr::kOneShotMaxBytes;
+  m.def("one_shot_max_bytes", &qr::one_shot_max_bytes, "world_size"_a,
+        "Largest message the one-shot takes for this world size (a smaller max_size lowers it).");
 
   m.def("workspace_bytes", [](int world_size, size_t max_bytes) { return qr::WorkspaceLayout::make(world_size, max_bytes).total; },
         "world_size"_a, "max_bytes"_a, "Device memory one rank's workspace takes for this world size and max_size.");

@@ -9,6 +9,7 @@
 //   [rs_data]   [tile][src] encoded slices sent to this rank, the slice's owner
 //   [ag_data]   [tile][src] encoded reduced slices broadcast by their owners
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -25,11 +26,14 @@ constexpr int kMaxWorldSize = 8;
 constexpr int kOneShotBlocks = 1056;
 constexpr int kOneShotThreads = 128;        // data threads per one-shot CTA
 constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the peers' calls
-constexpr size_t kOneShotMaxBytes = size_t(4) << 20;  // largest message the one-shot accepts
+// Largest message the one-shot accepts. On 2 GPUs it moves the same bytes as the two-shot with one
+// crossing instead of two, and measured faster up to 8 MiB (8 MiB: 30.5 against 32.7 us; 12 MiB:
+// 46.0 against 44.5; bench/NOTES.md change 26); on more GPUs it moves W-1 times the message.
+QR_HD constexpr size_t one_shot_max_bytes(int world_size) { return size_t(world_size == 2 ? 8 : 4) << 20; }
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
 constexpr int kTwoShotGroups = 16;  // most pipeline groups per CTA (measured: see bench/NOTES.md)
-constexpr size_t kTwoShotGroupBytes = 64 << 10;  // bytes a CTA pushes per group and phase, at least
+constexpr size_t kTwoShotGroupBytes = 24 << 10;  // bytes a CTA pushes per group and phase, at least
 
 struct ControlBlock {
   uint32_t two_shot_epoch;  // advanced by the last CTA of each two-shot call
@@ -68,7 +72,7 @@ struct WorkspaceLayout {
     size_t max_values = max_bytes / 2;
     size_t min_tile_values = size_t(world_size) * kTwoShotMinThreads * 8;
     w.max_tiles = (max_values + min_tile_values - 1) / min_tile_values;
-    size_t one_shot_bytes = max_bytes < kOneShotMaxBytes ? max_bytes : kOneShotMaxBytes;
+    size_t one_shot_bytes = std::min(max_bytes, one_shot_max_bytes(world_size));
     w.lamport_vectors = align_up(one_shot_bytes, 16) / 16;
     size_t off = 0;
     auto take = [&](size_t bytes) { size_t at = off; off = align_up(off + bytes, 256); return at; };

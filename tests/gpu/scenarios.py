@@ -13,7 +13,7 @@ from quickreduce import _C, oracle
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 SIZES = [1, 3, 7, 8, 9, 31, 32, 33, 255, 1000, 4095, 4096, 4097, 65535, 65536, 65537, 300_001,
-         (1 << 20) - 1, (1 << 20) + 3, 3_000_017]
+         (1 << 20) - 1, (1 << 20) + 3, 3_000_017, 4 << 20]
 
 
 def inputs_for(seed: int, numel: int, dtype: torch.dtype, world_size: int, scale: float = 1.0) -> list[torch.Tensor]:

@@ -27,7 +27,7 @@ def _build_info(module: Any) -> dict[str, Any]:
     """Whatever build facts the extension exposes; it need not expose any."""
     info = {}
     for name in ("build_info", "__build_info__", "BUILD_INFO", "cuda_archs", "cuda_version",
-                 "git_revision", "MAX_WORLD_SIZE", "ONE_SHOT_MAX_BYTES"):
+                 "git_revision", "MAX_WORLD_SIZE"):
         value = getattr(module, name, None)
         if value is None:
             continue
@@ -52,6 +52,8 @@ def collect() -> list[tuple[str, str]]:
             extension = importlib.import_module("quickreduce._C")
         for key, value in _build_info(extension).items():
             lines.append((f"build {key}", str(value)))
+        limits = {w: extension.one_shot_max_bytes(w) >> 20 for w in (2, 4, 8)}
+        lines.append(("one-shot limit", ", ".join(f"{mib} MiB on {w} GPUs" for w, mib in limits.items())))
     except Exception as exc:  # noqa: BLE001
         lines.append(("extension", f"not usable: {type(exc).__name__}: {exc}"))
 
