@@ -174,8 +174,9 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
   const size_t my_tiles = blockIdx.x < num_tiles ? (num_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   // Auto (groups = 0): one group per kTwoShotGroupBytes this CTA pushes per phase, at most
   // kTwoShotGroups. Each handshake costs a round trip, which only pays off once a group moves
-  // enough bytes to hide it (measured 2x H200: 16 groups win at 1 GiB/256 MB passthrough, lose
-  // at 64 MB where a group would hold one tile; bench/NOTES.md).
+  // enough bytes to hide it. Measured on 2x H200 (bench/NOTES.md run 38, change 27): the best
+  // group counts push ~16-35 KB per group for every codec and size (1 GiB int4: 8 groups 1003 us
+  // against 1049 with 64 KB groups; 64 MB int4: one group); past 16 groups handshakes cost more.
   const size_t push_bytes = my_tiles * size_t(W - 1) * sl.total;
   const size_t n_groups = a.groups > 0 ? size_t(a.groups)
                                        : min(size_t(kTwoShotGroups), max(size_t(1), push_bytes / kTwoShotGroupBytes));
