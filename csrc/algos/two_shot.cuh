@@ -21,6 +21,8 @@
 // Peer-written data is read with ld.cg (L2), never through a possibly stale L1 line.
 #pragma once
 
+#include <type_traits>
+
 #include "algos/args.hpp"
 #include "algos/common.cuh"
 #include "algos/phase_timers.cuh"
@@ -172,14 +174,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
   // handshake per tile put two round trips on every tile's critical path: 2x slower at 1 GB.)
   const size_t lane_offset = size_t(lane) * kLaneValues;
   const size_t my_tiles = blockIdx.x < num_tiles ? (num_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-  // Auto (groups = 0): one group per kTwoShotGroupBytes this CTA pushes per phase, at most
-  // kTwoShotGroups. Each handshake costs a round trip, which only pays off once a group moves
-  // enough bytes to hide it. Measured on 2x H200 (bench/NOTES.md run 38, change 27): the best
-  // group counts push ~16-35 KB per group for every codec and size (1 GiB int4: 8 groups 1003 us
-  // against 1049 with 64 KB groups; 64 MB int4: one group); past 16 groups handshakes cost more.
+  // Groups = 0: chosen by the bytes this CTA pushes per phase (two_shot_auto_groups, measured).
   const size_t push_bytes = my_tiles * size_t(W - 1) * sl.total;
   const size_t n_groups = a.groups > 0 ? size_t(a.groups)
-                                       : min(size_t(kTwoShotGroups), max(size_t(1), push_bytes / kTwoShotGroupBytes));
+                                       : two_shot_auto_groups(push_bytes, std::is_same_v<Codec, PassthroughCodec>);
   const size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
   const size_t groups = (my_tiles + per_group - 1) / per_group;
   auto tile_of = [&](size_t g, size_t i) { return blockIdx.x + (g * per_group + i) * gridDim.x; };
