@@ -241,7 +241,8 @@ def codec_errors(measurements: Iterable[dict[str, Any]]) -> dict[str, float]:
         err = m.get("rel_err")
         if m["codec"] not in PASSTHROUGH and err is not None and math.isfinite(err):
             per_codec.setdefault(m["codec"], []).append(float(err))
-    return {codec: statistics.median(errs) for codec, errs in per_codec.items()}
+    # 4 significant digits: more is noise, and the table stays readable
+    return {codec: float(f"{statistics.median(errs):.4g}") for codec, errs in per_codec.items()}
 
 
 def error_order(errors: dict[str, float]) -> list[str]:

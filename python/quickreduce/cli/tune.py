@@ -146,12 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"quickreduce tune: {exc}", file=sys.stderr)
         return 2
+    sizes_text = args.sizes
     if args.from_csv:
         result = result_from_csv(args.from_csv)
         if result is None:
             return 2
-        args.sizes = f"{human_size(min(r['size'] for r in result['rows']))}:" \
-                     f"{human_size(max(r['size'] for r in result['rows']))} (from {args.from_csv})"
+        measured = [r["size"] for r in result["rows"]]
+        sizes_text = f"{human_size(min(measured))}:{human_size(max(measured))} (from {args.from_csv})"
     else:
         gpus = usable_gpus(args.gpus, "tune")
         if not gpus:
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     note = (f"measured by quickreduce tune on {time.strftime('%Y-%m-%d')}, "
-            f"{result['device']} x{result['world_size']}, sizes {args.sizes}")
+            f"{result['device']} x{result['world_size']}, sizes {sizes_text}")
     data = table_from_measurements(measurements, result["device"], result["world_size"], note=note)
     print_description(data)
     targets = [] if args.no_cache else [cache_path(result["device"], result["world_size"])]
