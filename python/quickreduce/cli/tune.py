@@ -4,6 +4,7 @@ write the table they imply to the user cache, where `quickreduce.tuning.load_tab
 
     quickreduce tune                      # all local GPUs, bf16 and fp16, 8K..1G
     quickreduce tune --out python/quickreduce/tuned/h200-w2.json --csv tune.csv
+    quickreduce tune --from-csv tune.csv --out table.json   # rebuild a table, no GPU needed
 """
 
 from __future__ import annotations
