@@ -290,11 +290,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
     if (scatters) scatter(step);
     timers.add(Phase::kScatter, t);
     if (reduces) ok = reduce(step - 1);
+    const bool reduced = ok && reduces;
+    if (ok && step >= 2) ok = gather(step - 2);
     t = timers.now();
     if (scatters) announce(a.layout.rs_flags, tile_of(step, 0));
-    if (ok && reduces) announce(a.layout.ag_flags, tile_of(step - 1, 0));
+    if (reduced) announce(a.layout.ag_flags, tile_of(step - 1, 0));
     timers.add(Phase::kAnnounce, t);
-    if (ok && step >= 2) ok = gather(step - 2);
   }
   if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
   timers.report(me, a.numel);
