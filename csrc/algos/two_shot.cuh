@@ -282,7 +282,11 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
 
   // Step s scatters group s, reduces s-1 and gathers s-2; a step only waits for flags of earlier
   // steps, so there is no cycle. The scatter is announced after the reduce, so one wait for the
-  // bulk copies covers both groups while the reduce's math ran beside the copies.
+  // bulk copies covers both groups while the reduce's math ran beside the copies. Codec kernels
+  // with many groups gather before they announce, so their copies land meanwhile (1 GiB int4
+  // 1005-1015 -> 976-989 us); passthrough, and fewer groups, measured up to 1.5% slower that way
+  // (64-256 MB; bench/NOTES.md change 30).
+  const bool gather_first = !std::is_same_v<Codec, PassthroughCodec> && groups >= 10;
   bool ok = true;
   for (size_t step = 0; ok && step < groups + 2; ++step) {
     const bool scatters = step < groups, reduces = step >= 1 && step - 1 < groups;
@@ -291,11 +295,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
     timers.add(Phase::kScatter, t);
     if (reduces) ok = reduce(step - 1);
     const bool reduced = ok && reduces;
-    if (ok && step >= 2) ok = gather(step - 2);
+    if (gather_first && ok && step >= 2) ok = gather(step - 2);
     t = timers.now();
     if (scatters) announce(a.layout.rs_flags, tile_of(step, 0));
     if (reduced) announce(a.layout.ag_flags, tile_of(step - 1, 0));
     timers.add(Phase::kAnnounce, t);
+    if (!gather_first && ok && step >= 2) ok = gather(step - 2);
   }
   if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
   timers.report(me, a.numel);
