@@ -9,7 +9,8 @@
 // Buffers: lamport[3][src][vector] on each rank; call epoch e uses buffer e % 3 and clears the
 // one its previous call used (e - 1) % 3. Safe because a rank is at most one call ahead of a
 // peer (it cannot finish call k+1 before that peer sent its data of k+1, i.e. finished call k):
-// the earliest write into a buffer after it is cleared comes three calls later.
+// the earliest write into a buffer after it is cleared comes two calls later (three after the
+// call that used it).
 // Mismatch: a control warp in each CTA sends {epoch, call signature} beside the data and checks
 // the peers' while the data threads work (a mismatch aborts; that call's output is unspecified).
 // Epochs: one per CTA, advanced by that CTA when it runs; vector p is always handled by the same
@@ -110,7 +111,7 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
   }
 
   // While the peers' data is in flight: empty the buffer of this CTA's previous call (its peers
-  // stopped writing it two calls ago and next write it three calls on).
+  // wrote it in the previous call and next write it two calls on).
   auto* local = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.lamport);
   const uint4 empty = make_uint4(kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty);
   for (size_t p = first; !control && p < prev_vectors; p += stride)

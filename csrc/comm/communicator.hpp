@@ -35,7 +35,7 @@ class Communicator {
   // in/out: device pointers, 16-byte aligned; out may equal in. threads = 0 picks the CTA size.
   void all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType dtype, CodecId codec, Algo algo,
                   uintptr_t stream, int threads = 0, int blocks = 0, bool pdl = false, int groups = 0);
-  // Throws PeerTimeoutError if a kernel recorded a timeout.
+  // Throws PeerTimeoutError or CallMismatchError if a kernel recorded a timeout or a mismatch.
   void check();
   void close();
 

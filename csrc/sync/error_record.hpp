@@ -1,4 +1,4 @@
-// What a kernel leaves for the host when a wait gives up: host-mapped, written once (the first
+// What a kernel leaves for the host when a wait gives up or sees a mismatched call: host-mapped, written once (the first
 // thread to time out wins the device-side abort word), read by Communicator::check().
 #pragma once
 #include <cstdint>

@@ -32,7 +32,7 @@ constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the pee
 QR_HD constexpr size_t one_shot_max_bytes(int world_size) { return size_t(world_size == 2 ? 8 : 4) << 20; }
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
-constexpr int kTwoShotGroups = 16;  // most pipeline groups per CTA (measured: see bench/NOTES.md)
+constexpr int kTwoShotGroups = 16;  // most groups the automatic rule picks (explicit groups: up to 64)
 
 // Pipeline groups a two-shot CTA cuts its tiles into when the call does not set them. Each group
 // costs a handshake (a round trip) and buys overlap of one group's pushes with another's work.

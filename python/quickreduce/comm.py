@@ -192,7 +192,8 @@ class Communicator:
 
     # ---- lifetime ----
     def check(self) -> None:
-        """Raise PeerTimeoutError if an earlier call gave up waiting for a peer (kernels report asynchronously)."""
+        """Raise PeerTimeoutError or CallMismatchError if an earlier call timed out waiting for a peer or the
+        ranks made different calls (kernels report asynchronously)."""
         if self._c is not None:
             self._c.check()
 

@@ -107,7 +107,7 @@ def passthrough_reference(rank, world_size):
 
 
 def codecs_vs_twin(rank, world_size):
-    """Every codec, both dtypes, 20 sizes: GPU output == CPU twin bit for bit, and ranks identical."""
+    """Every codec, both dtypes, every size in SIZES: GPU output == CPU twin bit for bit, and ranks identical."""
     res = {}
     comm = qr.Communicator(max_size=64 << 20)
     for dname, dtype in DTYPES.items():

@@ -178,7 +178,7 @@ class QuickReduceMethod(Method):
         return self.comm.all_reduce(inp, out=out, codec=self.codec, algo=self.algo)
 
     def raise_async_errors(self):
-        check = getattr(self.comm, "check", None)  # PeerTimeoutError if a kernel gave up waiting
+        check = getattr(self.comm, "check", None)  # PeerTimeoutError / CallMismatchError from a kernel
         if check is not None:
             check()
 

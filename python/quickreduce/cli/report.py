@@ -266,7 +266,7 @@ def make_console():
 
 _CSV_FORMATS = {"time_us": "{:.3f}", "algbw_GBps": "{:.3f}", "busbw_GBps": "{:.3f}",
                 "vs_nccl": "{:.4f}", "rel_err": "{:.4e}"}
-# Columns and method names of other CSVs (shared/peers/h200-x2.csv) mapped onto ours.
+# Columns and method names of other CSVs (the peers kit's h200-x2.csv) mapped onto ours.
 _CSV_ALIASES = {"size_bytes": "size", "speedup_vs_nccl": "vs_nccl", "busbw_gbs": "busbw_GBps", "algbw_gbs": "algbw_GBps"}
 # Names the CSV is written with (the ones the project's issues fix); read_csv maps them back.
 _CSV_HEADER = {"size": "size_bytes", "vs_nccl": "speedup_vs_nccl", "busbw_GBps": "busbw_gbs", "algbw_GBps": "algbw_gbs"}
