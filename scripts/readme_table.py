@@ -1,19 +1,13 @@
 """Rewrites README.md's measured table from bench/results/h200-x2.csv (one column per method)."""
-import csv
 import sys
 from pathlib import Path
+
+from quickreduce.cli.report import human_size, read_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 COLUMNS = ["nccl", "symm_mem_two_shot", "vllm_custom", "trtllm_one_shot", "trtllm_one_shot_pdl",
            "qr_one_shot", "qr_two_shot", "qr_auto", "flashinfer_fp8", "qr_int8", "qr_fp8", "qr_int6",
            "qr_int4", "qr_fp4", "qr_auto_int4"]
-
-
-def human(n: int) -> str:
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= scale:
-            return f"{n // scale}{unit}"
-    return str(n)
 
 
 def cell(t: float | None) -> str:
@@ -23,11 +17,10 @@ def cell(t: float | None) -> str:
 
 
 def main(csv_path: str = str(ROOT / "bench/results/h200-x2.csv")) -> int:
-    rows = list(csv.DictReader(open(csv_path)))
-    times = {(int(r["size_bytes"]), r["method"]): float(r["time_us"]) for r in rows}
+    times = {(r["size"], r["method"]): r["time_us"] for r in read_csv(csv_path)}
     sizes = sorted({size for size, _ in times})
     table = ["| bytes | " + " | ".join(COLUMNS) + " |", "|---:|" + "---:|" * len(COLUMNS)]
-    table += [f"| {human(s)} | " + " | ".join(cell(times.get((s, c))) for c in COLUMNS) + " |" for s in sizes]
+    table += [f"| {human_size(s)} | " + " | ".join(cell(times.get((s, c))) for c in COLUMNS) + " |" for s in sizes]
     readme = (ROOT / "README.md").read_text().split("\n")
     start = next(i for i, line in enumerate(readme) if line.startswith("| bytes | nccl"))
     end = start

@@ -85,6 +85,7 @@ template <class Codec, DType D, int kWorld>
 __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
+  constexpr bool kPassthrough = std::is_same_v<Codec, PassthroughCodec>;  // groups and step order differ
   grid_dependency_wait();
   grid_dependents_launch();
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
@@ -177,7 +178,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
   // Groups = 0: chosen by the bytes this CTA pushes per phase (two_shot_auto_groups, measured).
   const size_t push_bytes = my_tiles * size_t(W - 1) * sl.total;
   const size_t n_groups = a.groups > 0 ? size_t(a.groups)
-                                       : two_shot_auto_groups(push_bytes, std::is_same_v<Codec, PassthroughCodec>);
+                                       : two_shot_auto_groups(push_bytes, kPassthrough);
   const size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
   const size_t groups = (my_tiles + per_group - 1) / per_group;
   auto tile_of = [&](size_t g, size_t i) { return blockIdx.x + (g * per_group + i) * gridDim.x; };
@@ -286,7 +287,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
   // with many groups gather before they announce, so their copies land meanwhile (1 GiB int4
   // 1005-1015 -> 976-989 us); passthrough, and fewer groups, measured up to 1.5% slower that way
   // (64-256 MB; bench/NOTES.md change 30).
-  const bool gather_first = !std::is_same_v<Codec, PassthroughCodec> && groups >= 10;
+  const bool gather_first = !kPassthrough && groups >= 10;
   bool ok = true;
   for (size_t step = 0; ok && step < groups + 2; ++step) {
     const bool scatters = step < groups, reduces = step >= 1 && step - 1 < groups;
