@@ -16,7 +16,7 @@ def run(rank, world, port):
         calls = 6
         g = torch.Generator(device="cuda"); g.manual_seed(1234 + rank)
         xs = [torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g) * (1 + i) for i in range(calls)]
-        for algo, codec in (("two_shot", "fp16"), ("one_shot", "fp16"), ("two_shot", "int4"), ("two_shot", "fp16")):
+        for algo, codec in (("two_shot", "fp16"), ("one_shot", "fp16"), ("two_shot", "int4"), ("two_shot", "lossless"), ("two_shot", "fp16")):
             if algo == "one_shot" and n * 2 > comm._c.one_shot_max_bytes: continue
             outs = [torch.empty_like(x) for x in xs]
             s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
@@ -33,7 +33,7 @@ def run(rank, world, port):
                 allo = [torch.empty_like(o) for _ in range(world)]; dist.all_gather(allo, o)
                 same = all(torch.equal(allo[0].view(torch.int16), y.view(torch.int16)) for y in allo)
                 ref = sum(y.double() for y in allx)
-                if codec == "fp16":
+                if codec in ("fp16", "lossless"):
                     wrong = int((o.float() != ref.to(torch.bfloat16).float()).sum())
                 else:
                     wrong = int(((o.double() - ref).norm() / ref.norm() > 0.2).item())

@@ -72,8 +72,60 @@ struct LaneIO {
   }
 };
 
+// The lossless codec's lanes: the scale word carries the block's largest exponent field (bits
+// 0-7) and kNoFit when a value of the lane falls outside the codec's window; the slot starts with a
+// header saying whether the packed planes or the raw values follow (the CTA votes per slice).
+template <DType D>
+struct LaneIO<LosslessCodec, D> {
+  using Packed = LosslessCodec::Packed;
+  using Layout = SliceLayout<LosslessCodec>;
+  static constexpr uint16_t kNoFit = 0x100;
+
+  __device__ static uint16_t encode(const float v[kLaneValues], Packed& p) {
+    p = LosslessCodec::encode<D>(v, 1.0f);  // the 16-bit values, rounded as the passthrough rounds
+    if constexpr (D != DType::kBFloat16) {
+      return kNoFit;  // fp16: 10 mantissa bits do not fit the packed byte
+    } else {
+      uint32_t m = LosslessCodec::lane_max_field(p.a);  // 4 consecutive lanes share a block of 32
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      return uint16_t(m | (LosslessCodec::fits(p.a, m) ? 0u : kNoFit));
+    }
+  }
+  __device__ static void decode(const Packed& p, uint16_t /*scale*/, float v[kLaneValues]) {
+    LosslessCodec::decode<D>(p, 1.0f, v);
+  }
+  __device__ static void store(uint8_t* slot, const Layout& sl, int lane, const Packed& p, uint16_t scale, bool raw) {
+    uint8_t* body = slot + kSliceHeaderBytes;
+    if (raw) {
+      reinterpret_cast<uint4*>(body)[lane] = p.a;
+      return;
+    }
+    const LosslessCodec::Lane l = LosslessCodec::pack(p.a, scale & 0xffu);
+    reinterpret_cast<uint2*>(body)[lane] = l.a;
+    reinterpret_cast<uint32_t*>(body + sl.plane_a)[lane] = l.b;
+    body[sl.plane_a + sl.plane_b + lane] = uint8_t(l.c);
+    if (lane % kLanesPerBlock == 0) body[sl.plane_a + sl.plane_b + sl.plane_c + lane / kLanesPerBlock] = uint8_t(scale);
+  }
+  __device__ static uint16_t load(const uint8_t* slot, const Layout& sl, int lane, Packed& p) {
+    const uint8_t* body = slot + kSliceHeaderBytes;
+    if (__ldcg(reinterpret_cast<const uint32_t*>(slot)) == kSliceRaw) {
+      p.a = __ldcg(reinterpret_cast<const uint4*>(body) + lane);
+      return 0;
+    }
+    LosslessCodec::Lane l;
+    l.a = __ldcg(reinterpret_cast<const uint2*>(body) + lane);
+    l.b = __ldcg(reinterpret_cast<const uint32_t*>(body + sl.plane_a) + lane);
+    l.c = __ldcg(body + sl.plane_a + sl.plane_b + lane);
+    const uint32_t e_max = __ldcg(body + sl.plane_a + sl.plane_b + sl.plane_c + lane / kLanesPerBlock);
+    p.a = LosslessCodec::unpack(l, e_max);
+    return 0;
+  }
+};
+
 constexpr int kStageSlots = 4;  // slices in flight per CTA through the bulk-copy unit
-constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;  // widest slice: 16-bit passthrough
+// Widest slice: 16-bit values, behind the lossless codec's header.
+constexpr size_t kStageBytes = kSliceHeaderBytes + size_t(kTwoShotMaxThreads) * kLaneValues * 2;
 
 // At least 4 CTAs of 512 per SM (<= 32 registers, no spills): a codec kernel's time fell with every
 // warp added (1 GiB int4: 66/132/264 CTAs of 512 -> 3579/1958/1373 us, 3 per SM 1283 us), and
@@ -81,11 +133,15 @@ constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;  //
 // changes 11 and 19).
 // kWorld: the world size as a compile-time constant (2, 4, 8: the rank loops unroll and their
 // index arithmetic folds), or 0 for any other size (read from the arguments).
+// The lossless kernels need more than 32 registers (packing after the slice's vote): 3 per SM.
+template <class Codec>
+constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> ? 3 : 4;
 template <class Codec, DType D, int kWorld>
-__global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllReduceArgs a) {
+__global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
   constexpr bool kPassthrough = std::is_same_v<Codec, PassthroughCodec>;  // groups and step order differ
+  constexpr bool kLossless = std::is_same_v<Codec, LosslessCodec>;        // slices packed or raw
   grid_dependency_wait();
   grid_dependents_launch();
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
@@ -144,14 +200,34 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 4) two_shot_kernel(AllRedu
   uint32_t staged = 0;  // slices staged by this CTA so far; slot = staged % kStageSlots
   auto send_slice = [&](const Packed& p, uint16_t scale, auto dest_slot, int n_dests) {
     uint8_t* stage = s_stage + (staged % kStageSlots) * kStageBytes;
-    IO::store(stage, sl, lane, p, scale);
+    uint32_t bytes = uint32_t(sl.total);
     const long long t = timers.now();
-    fence_proxy_async_shared();
-    if (lane == 0) bulk_wait_read<kStageSlots - 2>();  // frees the slot the next slice uses
-    __syncthreads();
+    if constexpr (kLossless) {
+      // Packed optimistically; the barrier's vote says whether any lane did not fit (then the
+      // whole slice is restaged raw: rare on real data, one more barrier).
+      IO::store(stage, sl, lane, p, scale, false);
+      fence_proxy_async_shared();
+      if (lane == 0) bulk_wait_read<kStageSlots - 2>();  // frees the slot the next slice uses
+      const bool raw = __syncthreads_or(scale & IO::kNoFit);
+      if (raw) {
+        IO::store(stage, sl, lane, p, scale, true);
+        fence_proxy_async_shared();
+        __syncthreads();
+      }
+      if (lane == 0) {
+        *reinterpret_cast<uint32_t*>(stage) = raw ? kSliceRaw : kSlicePacked;
+        fence_proxy_async_shared();
+      }
+      bytes = uint32_t(kSliceHeaderBytes + (raw ? sl.raw : sl.packed));
+    } else {
+      IO::store(stage, sl, lane, p, scale);
+      fence_proxy_async_shared();
+      if (lane == 0) bulk_wait_read<kStageSlots - 2>();  // frees the slot the next slice uses
+      __syncthreads();
+    }
     timers.add(Phase::kSend, t);
     if (lane == 0) {
-      for (int j = 0; j < n_dests; ++j) bulk_store(dest_slot(j), stage, uint32_t(sl.total));
+      for (int j = 0; j < n_dests; ++j) bulk_store(dest_slot(j), stage, bytes);
       bulk_commit();
     }
     ++staged;

@@ -47,7 +47,7 @@ void register_twin(nb::module_& m) {
     std::vector<std::string> names;
     for (const auto& c : qr::kCodecs) names.emplace_back(c.name);
     return names;
-  }, "Codec names in profile order (1..6).");
+  }, "Codec names in profile order (1..7).");
   m.def("codec_info", [](const std::string& name) {
     auto id = parse_codec(name);
     for (const auto& c : qr::kCodecs)
@@ -70,6 +70,16 @@ void register_twin(nb::module_& m) {
     qr::twin_round_trip(x.data(), out->data(), x.shape(0), parse_dtype(dtype), parse_codec(codec));
     return arr;
   }, "x"_a, "dtype"_a, "codec"_a, "One quantize/dequantize round trip, blockwise: to_T(D(Q(x))).");
+
+  m.def("lossless_pack_round_trip", [](Bits x) {
+    const size_t n = x.shape(0), blocks = (n + qr::kBlockValues - 1) / qr::kBlockValues;
+    std::vector<uint16_t>* out;
+    auto arr = new_array(n, &out);
+    auto* fits = new std::vector<uint8_t>(blocks);
+    nb::capsule owner(fits, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
+    qr::lossless_pack_round_trip(x.data(), out->data(), fits->data(), n);
+    return nb::make_tuple(arr, nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(fits->data(), {blocks}, owner));
+  }, "x"_a, "The lossless codec's packing of bf16 bits x, blockwise: (packed-then-unpacked, packs per block).");
 
   m.def("two_shot_slice_values", &qr::two_shot_slice_values, "numel"_a, "world_size"_a,
         "Values per two-shot slice for this message: value i is reduced by rank (i // slice) % world_size.");

@@ -1,24 +1,28 @@
 // The codec registry: the only place codec ids, names and profile numbers are assigned.
-// QR_CODEC(Enum, "name", profile, CodecType, bits_per_value_x2)
-// Profiles follow the seeds' numbering (1=fp16, 2=fp8, 3=int8, 4=int6, 5=int4, 6=fp4).
-// bits_per_value_x2 counts payload plus the 16-bit scale per 32 values, times 2 (17 = 8.5 bits).
+// QR_CODEC(Enum, "name", profile, CodecType, bits_per_value_x4)
+// Profiles follow the seeds' numbering (1=fp16, 2=fp8, 3=int8, 4=int6, 5=int4, 6=fp4); 7 is ours:
+// the lossless packing of bf16 (codecs/lossless.hpp).
+// bits_per_value_x4 counts payload plus the 16-bit scale per 32 values, times 4 (34 = 8.5 bits;
+// lossless: 13.25 bits when a slice packs, 16 when it goes raw).
 #pragma once
 #include "codecs/float_codec.hpp"
 #include "codecs/int_codec.hpp"
+#include "codecs/lossless.hpp"
 #include "codecs/passthrough.hpp"
 
 #define QR_CODEC_LIST(QR_CODEC)                            \
-  QR_CODEC(kPassthrough, "fp16", 1, PassthroughCodec, 32) \
-  QR_CODEC(kFp8, "fp8", 2, Fp8Codec, 17)                  \
-  QR_CODEC(kInt8, "int8", 3, Int8Codec, 17)               \
-  QR_CODEC(kInt6, "int6", 4, Int6Codec, 13)               \
-  QR_CODEC(kInt4, "int4", 5, Int4Codec, 9)                \
-  QR_CODEC(kFp4, "fp4", 6, Fp4Codec, 9)
+  QR_CODEC(kPassthrough, "fp16", 1, PassthroughCodec, 64) \
+  QR_CODEC(kFp8, "fp8", 2, Fp8Codec, 34)                  \
+  QR_CODEC(kInt8, "int8", 3, Int8Codec, 34)               \
+  QR_CODEC(kInt6, "int6", 4, Int6Codec, 26)               \
+  QR_CODEC(kInt4, "int4", 5, Int4Codec, 18)               \
+  QR_CODEC(kFp4, "fp4", 6, Fp4Codec, 18)                  \
+  QR_CODEC(kLossless, "lossless", 7, LosslessCodec, 53)
 
 namespace qr {
 
 enum class CodecId : int {
-#define QR_ENUM(e, name, profile, type, bits2) e = profile,
+#define QR_ENUM(e, name, profile, type, bits4) e = profile,
   QR_CODEC_LIST(QR_ENUM)
 #undef QR_ENUM
 };
@@ -31,7 +35,7 @@ struct CodecInfo {
 };
 
 constexpr CodecInfo kCodecs[] = {
-#define QR_INFO(e, name, profile, type, bits2) {CodecId::e, name, profile, bits2 / 2.0f},
+#define QR_INFO(e, name, profile, type, bits4) {CodecId::e, name, profile, bits4 / 4.0f},
     QR_CODEC_LIST(QR_INFO)
 #undef QR_INFO
 };
@@ -49,6 +53,22 @@ struct SliceLayout {
     size_t b = (lanes * Codec::kPlaneBBytes + 15) / 16 * 16;
     size_t s = Codec::kScaled ? ((values / kBlockValues) * 2 + 15) / 16 * 16 : 0;
     return SliceLayout{lanes, a, b, s, a + b + s};
+  }
+};
+
+// A lossless slot: a 16-byte header (kSliceRaw or kSlicePacked), then the raw values or the packed
+// planes (A: sign|mantissa bytes, B: code nibbles, C: code high bits, E: a byte of e_max a block).
+// `total` (the slot's stride) holds the larger, raw form; a packed slice sends only `packed` bytes.
+template <>
+struct SliceLayout<LosslessCodec> {
+  size_t lanes;
+  size_t plane_a, plane_b, plane_c, plane_e;  // offsets are cumulative from the header's end
+  size_t packed, raw, total;
+  QR_HD static constexpr SliceLayout make(size_t values) {
+    const size_t lanes = values / kLaneValues;
+    const size_t a = (lanes * 8 + 15) / 16 * 16, b = (lanes * 4 + 15) / 16 * 16, c = (lanes + 15) / 16 * 16;
+    const size_t e = (values / kBlockValues + 15) / 16 * 16;
+    return SliceLayout{lanes, a, b, c, e, a + b + c + e, lanes * 16, kSliceHeaderBytes + lanes * 16};
   }
 };
 

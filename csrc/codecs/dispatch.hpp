@@ -22,7 +22,7 @@ template <class F>
 decltype(auto) dispatch_codec(CodecId codec, DType dtype, F&& f) {
   return dispatch_dtype(dtype, [&](auto d) -> decltype(auto) {
     switch (codec) {
-#define QR_CASE(e, name, profile, type, bits2) \
+#define QR_CASE(e, name, profile, type, bits4) \
   case CodecId::e: return f(type{}, d);
       QR_CODEC_LIST(QR_CASE)
 #undef QR_CASE

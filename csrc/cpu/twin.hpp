@@ -16,4 +16,10 @@ void twin_round_trip(const uint16_t* x, uint16_t* out, size_t n, DType dtype, Co
 void twin_all_reduce(const uint16_t* const* inputs, int world_size, uint16_t* out, size_t n, DType dtype,
                      CodecId codec, size_t slice_values);
 
+// The lossless codec's packing, blockwise, as the kernels pack a slice: per block of 32 bf16 values
+// fits[b] says whether it packs (every value in the window under the block's largest exponent);
+// out is the packed-then-unpacked block where it packs, the input where it does not (the kernels
+// then send the slice raw). out must equal x bit for bit either way.
+void lossless_pack_round_trip(const uint16_t* x, uint16_t* out, uint8_t* fits, size_t n);
+
 }  // namespace qr

@@ -52,6 +52,8 @@ static_assert(two_shot_auto_groups(25 << 10, false) == 1, "64 MB int6: 1 group (
 static_assert(two_shot_auto_groups(143 << 10, false) == 6, "512 MB int4: 6 groups (1: +6%)");
 static_assert(two_shot_auto_groups(286 << 10, false) == 12, "1 GiB int4: 8-12 groups (4: +4%)");
 
+constexpr size_t kSliceHeaderBytes = 16;  // the lossless codec's slice header (codecs/lossless.hpp)
+
 struct ControlBlock {
   uint32_t two_shot_epoch;  // advanced by the last CTA of each two-shot call
   uint32_t two_shot_done;   // CTAs finished in the current two-shot call
@@ -97,10 +99,12 @@ struct WorkspaceLayout {
     w.rs_flags = take(w.max_tiles * world_size * 8);
     w.ag_flags = take(w.max_tiles * world_size * 8);
     w.lamport = take(w.lamport_bytes(world_size));
-    // Data slots: at most the message itself plus one partly filled tile of the largest CTA.
+    // Data slots: at most the message itself plus one partly filled tile of the largest CTA, plus
+    // the lossless codec's 16-byte header in front of every slice.
     size_t slack = size_t(world_size) * kTwoShotMaxThreads * 8 * 2;
-    w.rs_data = take(max_bytes + slack);
-    w.ag_data = take(max_bytes + slack);
+    size_t headers = w.max_tiles * world_size * kSliceHeaderBytes;
+    w.rs_data = take(max_bytes + slack + headers);
+    w.ag_data = take(max_bytes + slack + headers);
     w.total = off;
     return w;
   }

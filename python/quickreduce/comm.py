@@ -104,7 +104,8 @@ class Communicator:
             x: contiguous CUDA tensor, ``torch.float16`` or ``torch.bfloat16``, on this communicator's
                 device, 16-byte aligned, at most ``max_size`` bytes; any shape.
             out: optional tensor of the same shape/dtype/device (may be ``x``).
-            codec: ``"fp16"``/``"bf16"`` (lossless), ``"fp8"``, ``"int8"``, ``"int6"``, ``"int4"``, ``"fp4"``,
+            codec: ``"fp16"``/``"bf16"`` (lossless), ``"lossless"`` (the same bits, bf16 packed to ~13 bits
+                a value), ``"fp8"``, ``"int8"``, ``"int6"``, ``"int4"``, ``"fp4"``,
                 ``"auto"`` (fastest lossless method for this size), or ``"auto:<codec>"`` (fastest method
                 whose error is at most that codec's). Default: ``QUICKREDUCE_QUANTIZATION``.
             algo: ``"auto"``, ``"one_shot"`` (lossless only), ``"two_shot"`` or ``"nccl"`` (through the group).

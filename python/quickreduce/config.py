@@ -17,7 +17,7 @@ DEFAULT_TIMEOUT_S = 10.0
 
 # vLLM's QUICK_REDUCE_QUANTIZATION spellings -> our codec names.
 _QUANTIZATION_NAMES = {"FP": "fp16", "NONE": "fp16", "FP16": "fp16", "BF16": "bf16", "FP8": "fp8",
-                       "INT8": "int8", "INT6": "int6", "INT4": "int4", "FP4": "fp4", "AUTO": "auto"}
+                       "INT8": "int8", "INT6": "int6", "INT4": "int4", "FP4": "fp4", "LOSSLESS": "lossless", "AUTO": "auto"}
 
 
 def _env_float(name: str, default: float) -> float:

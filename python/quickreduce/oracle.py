@@ -11,8 +11,10 @@ import numpy as np
 
 BLOCK = 32
 PASSTHROUGH = ("fp16", "bf16")
+# Codecs whose round trip is the 16-bit rounding alone: the passthrough, and the lossless packing.
+EXACT = PASSTHROUGH + ("lossless",)
 DIVISOR = {"int8": 127, "int6": 31, "int4": 7, "fp8": 448, "fp4": 6}
-CODECS = ("fp16", "bf16", "fp8", "int8", "int6", "int4", "fp4")
+CODECS = ("fp16", "bf16", "fp8", "int8", "int6", "int4", "fp4", "lossless")
 DTYPES = ("fp16", "bf16")
 _F32_MAX = np.float32(np.finfo(np.float32).max)
 _F32_MIN = np.float32(np.finfo(np.float32).tiny)
@@ -88,7 +90,7 @@ def fp4_unit_scale_inputs() -> np.ndarray:
 def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
     """D(Q(v)) of fp32 values v (any length), blockwise, as fp32 values."""
     v = np.asarray(v, dtype=np.float32)
-    if codec in PASSTHROUGH:
+    if codec in EXACT:
         return round_to(v, dtype)  # "quantize" is to_T, decode is exact
     if codec not in DIVISOR:
         raise ValueError(f"unknown codec {codec!r}")

@@ -3,7 +3,8 @@
 A table belongs to one GPU model and world size and holds, per dtype, a sorted list of size
 breakpoints. Each breakpoint covers sizes up to `max_bytes` (inclusive; null = no limit) and names
 
-- `lossless`: the fastest exact method there, one of "one_shot", "two_shot", "nccl";
+- `lossless`: the fastest exact method there, one of "one_shot", "two_shot", "nccl", or
+  ["two_shot", "lossless"] (the two-shot with the lossless bf16 packing: the same bits, fewer bytes);
 - `lossy`: for each codec bound, the fastest [algo, codec] whose error is at most that codec's
   error. A bound missing here means no lossy method beat the lossless one at these sizes.
 
@@ -34,6 +35,8 @@ from typing import Any, Iterable
 FORMAT_VERSION = 1
 ALGOS = ("one_shot", "two_shot", "nccl")
 PASSTHROUGH = ("fp16", "bf16")
+LOSSLESS_CODEC = "lossless"  # packs bf16 without changing a bit: an exact method, not a lossy one
+EXACT_CODECS = PASSTHROUGH + (LOSSLESS_CODEC,)
 # Most to least accurate when nothing was measured. fp8 before int6: on LLM-like activations with
 # outlier channels fp8's error is ~8x lower (README accuracy table); on Gaussian data int6 is
 # slightly better, which a measured table records. int4 and fp4 are about equal.
@@ -174,8 +177,10 @@ def _validated_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if limit is not None and int(limit) <= previous:
             raise ValueError("breakpoints must be sorted by max_bytes")
         previous = -1 if limit is None else int(limit)
-        if entry["lossless"] not in ALGOS:
-            raise ValueError(f"unknown lossless algo {entry['lossless']!r}")
+        exact = entry["lossless"]
+        if not (exact in ALGOS or (isinstance(exact, list) and len(exact) == 2 and exact[0] in ALGOS
+                                   and exact[1] == LOSSLESS_CODEC)):
+            raise ValueError(f"unknown lossless algo {exact!r}")
         for bound, choice in entry.get("lossy", {}).items():
             algo, codec = choice
             if algo not in ALGOS or not isinstance(codec, str):
@@ -208,7 +213,7 @@ def choose(table: TuneTable, nbytes: int, dtype: Any, bound: str | None = None) 
 
     `bound` is None (or "fp16"/"bf16"/"lossless") for exact results, else a codec name ("int4")
     or "auto:int4": then the result may be any method at most as lossy as that codec.
-    The codec returned for exact results is the dtype's own name (passthrough).
+    The codec returned for exact results is the dtype's own name (passthrough) or "lossless".
     """
     dt = dtype_name(dtype)
     bound = _normalized_bound(bound, table)
@@ -217,7 +222,13 @@ def choose(table: TuneTable, nbytes: int, dtype: Any, bound: str | None = None) 
     if bound is not None and bound in entry.get("lossy", {}):
         algo, codec = entry["lossy"][bound]
         return algo, (dt if codec in PASSTHROUGH else codec)
-    return entry["lossless"], dt
+    return exact_choice(entry, dt)
+
+
+def exact_choice(entry: dict[str, Any], dt: str) -> tuple[str, str]:
+    """(algo, codec) of a breakpoint's exact method: a bare algo runs the passthrough."""
+    exact = entry["lossless"]
+    return (exact[0], exact[1]) if isinstance(exact, list) else (exact, dt)
 
 
 def _normalized_bound(bound: str | None, table: TuneTable) -> str | None:
@@ -241,7 +252,7 @@ def codec_errors(measurements: Iterable[dict[str, Any]]) -> dict[str, float]:
     per_codec: dict[str, list[float]] = {}
     for m in measurements:
         err = m.get("rel_err")
-        if m["codec"] not in PASSTHROUGH and err is not None and math.isfinite(err):
+        if m["codec"] not in EXACT_CODECS and err is not None and math.isfinite(err):
             per_codec.setdefault(m["codec"], []).append(float(err))
     # 4 significant digits: more is noise, and the table stays readable
     return {codec: float(f"{statistics.median(errs):.4g}") for codec, errs in per_codec.items()}
@@ -251,7 +262,7 @@ def error_order(errors: dict[str, float]) -> list[str]:
     """Codecs from most to least accurate: measured ones by error, unmeasured in default order."""
     default_rank = {c: i for i, c in enumerate(DEFAULT_CODEC_ERROR_ORDER)}
     measured = sorted(errors, key=lambda c: (errors[c], default_rank.get(c, 99)))
-    rest = [c for c in DEFAULT_CODEC_ERROR_ORDER if c not in errors and c not in PASSTHROUGH]
+    rest = [c for c in DEFAULT_CODEC_ERROR_ORDER if c not in errors and c not in EXACT_CODECS]
     return ["fp16"] + measured + rest
 
 
@@ -260,7 +271,7 @@ def table_from_measurements(measurements: list[dict[str, Any]], gpu_name: str, w
     """Build the JSON table from timed candidates.
 
     Each measurement: {"dtype", "size", "algo" (one_shot|two_shot|nccl), "codec" (passthrough
-    name or a lossy codec), "time_us", "rel_err"}. A size's breakpoint reaches up to the
+    name, "lossless" or a lossy codec), "time_us", "rel_err"}. A size's breakpoint reaches up to the
     geometric mean of it and the next measured size; equal neighbours are merged.
     """
     errors = codec_errors(measurements)
@@ -277,7 +288,7 @@ def table_from_measurements(measurements: list[dict[str, Any]], gpu_name: str, w
         entries = []
         for i, size in enumerate(sizes):
             rows = by_size[size]
-            exact = [r for r in rows if r["codec"] in PASSTHROUGH]
+            exact = [r for r in rows if r["codec"] in EXACT_CODECS]
             if not exact:
                 continue  # a size without a lossless measurement cannot anchor a breakpoint
             best_exact = min(exact, key=lambda r: r["time_us"])
@@ -286,10 +297,11 @@ def table_from_measurements(measurements: list[dict[str, Any]], gpu_name: str, w
                 ok = exact + [r for r in rows if r["codec"] in errors
                               and errors[r["codec"]] <= allowed_error[bound]]
                 best = min(ok, key=lambda r: r["time_us"])
-                if best["codec"] not in PASSTHROUGH:
+                if best["codec"] not in EXACT_CODECS:
                     lossy[bound] = [best["algo"], best["codec"]]
             limit = math.isqrt(size * sizes[i + 1]) if i + 1 < len(sizes) else None
-            entries.append({"max_bytes": limit, "lossless": best_exact["algo"],
+            exact_method = best_exact["algo"] if best_exact["codec"] in PASSTHROUGH else [best_exact["algo"], LOSSLESS_CODEC]
+            entries.append({"max_bytes": limit, "lossless": exact_method,
                             "lossy": dict(sorted(lossy.items()))})
         dtypes[dt] = _merged(entries)
     if not dtypes:

@@ -161,6 +161,29 @@ def test_table_from_measurements_picks_fastest_within_each_bound():
     assert limits[0] == 262144 and limits[-1] is None
 
 
+def test_lossless_codec_is_an_exact_choice():
+    """The two-shot with the lossless packing competes with the exact methods (its error is theirs),
+    never fills a lossy bound, and its error does not enter the codec order."""
+    rows = []
+    for size, packed_us in ((1 * MiB, 9.0), (256 * MiB, 600.0)):
+        rows += [
+            {"dtype": "bf16", "size": size, "algo": "two_shot", "codec": "bf16", "time_us": 8.0 if size == MiB else 700.0,
+             "rel_err": 0.002},
+            {"dtype": "bf16", "size": size, "algo": "two_shot", "codec": "lossless", "time_us": packed_us, "rel_err": 0.002},
+            {"dtype": "bf16", "size": size, "algo": "two_shot", "codec": "int8", "time_us": 400.0, "rel_err": 0.008},
+        ]
+    data = table_from_measurements(rows, "NVIDIA H200", 2, driver="test")
+    assert "lossless" not in data["codec_errors"] and data["codec_error_order"] == ["fp16", "int8", "fp8", "int6", "int4", "fp4"]
+    entries = data["dtypes"]["bf16"]
+    assert entries[0]["lossless"] == "two_shot" and entries[-1]["lossless"] == ["two_shot", "lossless"]
+    table = table_from_dict(data)
+    assert choose(table, MiB, "bf16") == ("two_shot", "bf16")
+    assert choose(table, 256 * MiB, "bf16") == ("two_shot", "lossless")
+    assert choose(table, 256 * MiB, "bf16", "auto:int8") == ("two_shot", "int8")
+    with pytest.raises(ValueError, match="unknown lossless"):
+        table_from_dict(_table([{"max_bytes": None, "lossless": ["two_shot", "int4"], "lossy": {}}]))
+
+
 def test_identical_neighbours_are_merged_and_files_round_trip(tmp_path):
     rows = [{"dtype": "fp16", "size": s, "algo": "two_shot", "codec": "fp16", "time_us": 1.0,
              "rel_err": 0.001} for s in (1 << 10, 1 << 20, 1 << 30)]

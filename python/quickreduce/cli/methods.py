@@ -200,6 +200,7 @@ def _own_methods() -> dict[str, Callable[[], Method]]:
         "symm_mem_two_shot": lambda: SymmMemMethod("symm_mem_two_shot", "two_shot"),
         "qr_one_shot": lambda: QuickReduceMethod("qr_one_shot", "one_shot", None),
         "qr_two_shot": lambda: QuickReduceMethod("qr_two_shot", "two_shot", None),
+        "qr_lossless": lambda: QuickReduceMethod("qr_lossless", "two_shot", "lossless"),
         "qr_auto": lambda: QuickReduceMethod("qr_auto", "auto", "auto"),
         "qr_auto_int4": lambda: QuickReduceMethod("qr_auto_int4", "auto", "auto:int4"),
     }

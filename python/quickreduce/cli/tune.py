@@ -27,7 +27,8 @@ LOSSLESS_ERROR_LIMIT = 1e-2
 def candidates(codecs: list[str]) -> dict[str, tuple[str, str | None]]:
     """Benchmark method -> (algo, codec); codec None means passthrough."""
     table: dict[str, tuple[str, str | None]] = {
-        "nccl": ("nccl", None), "qr_one_shot": ("one_shot", None), "qr_two_shot": ("two_shot", None)}
+        "nccl": ("nccl", None), "qr_one_shot": ("one_shot", None), "qr_two_shot": ("two_shot", None),
+        "qr_lossless": ("two_shot", "lossless")}
     for codec in codecs:
         table[f"qr_{codec}"] = ("two_shot", codec)
     return table
@@ -46,7 +47,7 @@ def measurements_from_rows(rows: list[dict[str, Any]], methods: dict[str, tuple[
             warnings.append(f"{where}: ranks disagree bitwise; not a candidate")
             continue
         err = row.get("rel_err")
-        if codec is None and (err is None or err > LOSSLESS_ERROR_LIMIT):
+        if codec in (None, "lossless") and (err is None or err > LOSSLESS_ERROR_LIMIT):
             warnings.append(f"{where}: rel_err {err} is too large for a lossless method; skipped")
             continue
         measurements.append({"dtype": row["dtype"], "size": row["size"], "algo": algo,
@@ -73,7 +74,8 @@ def describe(data: dict[str, Any]) -> list[list[str]]:
         low = 0
         for entry in entries:
             high = entry["max_bytes"]
-            cells = [dtype, f"{approx_size(low)}..{approx_size(high)}", entry["lossless"]]
+            exact = entry["lossless"]
+            cells = [dtype, f"{approx_size(low)}..{approx_size(high)}", "/".join(exact) if isinstance(exact, list) else exact]
             for bound in bounds:
                 choice = entry["lossy"].get(bound)
                 cells.append("/".join(choice) if choice else "(lossless)")
