@@ -62,7 +62,9 @@ struct LaneIO {
       if (lane % kLanesPerBlock == 0)
         reinterpret_cast<uint16_t*>(slot + sl.plane_a + sl.plane_b)[lane / kLanesPerBlock] = scale;
   }
-  __device__ static uint16_t load(const uint8_t* slot, const SliceLayout<Codec>& sl, int lane, Packed& p) {
+  // `form`: where the lossless codec reads a slice's form; unused here.
+  __device__ static uint16_t load(const uint8_t* slot, const SliceLayout<Codec>& sl, int lane, Packed& p,
+                                  const uint32_t* /*form*/) {
     p.a = __ldcg(reinterpret_cast<const typename Codec::PlaneA*>(slot) + lane);
     if constexpr (Codec::kPlaneBBytes > 0)
       p.b = __ldcg(reinterpret_cast<const typename Codec::PlaneB*>(slot + sl.plane_a) + lane);
@@ -73,8 +75,8 @@ struct LaneIO {
 };
 
 // The lossless codec's lanes: the scale word carries the block's largest exponent field (bits
-// 0-7) and kNoFit when a value of the lane falls outside the codec's window; the slot starts with a
-// header saying whether the packed planes or the raw values follow (the CTA votes per slice).
+// 0-7) and kNoFit when a value of the lane falls outside the codec's window; the CTA votes per
+// slice, and the slice's form word (beside it in rs_forms/ag_forms) says which form it took.
 template <DType D>
 struct LaneIO<LosslessCodec, D> {
   using Packed = LosslessCodec::Packed;
@@ -95,8 +97,7 @@ struct LaneIO<LosslessCodec, D> {
   __device__ static void decode(const Packed& p, uint16_t /*scale*/, float v[kLaneValues]) {
     LosslessCodec::decode<D>(p, 1.0f, v);
   }
-  __device__ static void store(uint8_t* slot, const Layout& sl, int lane, const Packed& p, uint16_t scale, bool raw) {
-    uint8_t* body = slot + kSliceHeaderBytes;
+  __device__ static void store(uint8_t* body, const Layout& sl, int lane, const Packed& p, uint16_t scale, bool raw) {
     if (raw) {
       reinterpret_cast<uint4*>(body)[lane] = p.a;
       return;
@@ -107,9 +108,8 @@ struct LaneIO<LosslessCodec, D> {
     body[sl.plane_a + sl.plane_b + lane] = uint8_t(l.c);
     if (lane % kLanesPerBlock == 0) body[sl.plane_a + sl.plane_b + sl.plane_c + lane / kLanesPerBlock] = uint8_t(scale);
   }
-  __device__ static uint16_t load(const uint8_t* slot, const Layout& sl, int lane, Packed& p) {
-    const uint8_t* body = slot + kSliceHeaderBytes;
-    if (__ldcg(reinterpret_cast<const uint32_t*>(slot)) == kSliceRaw) {
+  __device__ static uint16_t load(const uint8_t* body, const Layout& sl, int lane, Packed& p, const uint32_t* form) {
+    if (__ldcg(form) == kSliceRaw) {
       p.a = __ldcg(reinterpret_cast<const uint4*>(body) + lane);
       return 0;
     }
@@ -124,8 +124,9 @@ struct LaneIO<LosslessCodec, D> {
 };
 
 constexpr int kStageSlots = 4;  // slices in flight per CTA through the bulk-copy unit
-// Widest slice: 16-bit values, behind the lossless codec's header.
-constexpr size_t kStageBytes = kSliceHeaderBytes + size_t(kTwoShotMaxThreads) * kLaneValues * 2;
+// Widest slice: 16-bit values. Slots (and the slices' destinations) stay 128-byte aligned: a
+// 16-byte shift between them made the bulk copies ~25% slower (bench/NOTES.md run 47).
+constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;
 
 // At least 4 CTAs of 512 per SM (<= 32 registers, no spills): a codec kernel's time fell with every
 // warp added (1 GiB int4: 66/132/264 CTAs of 512 -> 3579/1958/1373 us, 3 per SM 1283 us), and
@@ -198,7 +199,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   // Outgoing slices are staged in shared memory and pushed by the SM's bulk-copy unit (thread 0
   // issues), each slice as one contiguous write to every destination.
   uint32_t staged = 0;  // slices staged by this CTA so far; slot = staged % kStageSlots
-  auto send_slice = [&](const Packed& p, uint16_t scale, auto dest_slot, int n_dests) {
+  // dest_slot(j) / form_slot(j): the j-th destination's slot and (lossless only) its form word.
+  auto send_slice = [&](const Packed& p, uint16_t scale, auto dest_slot, auto form_slot, int n_dests) {
     uint8_t* stage = s_stage + (staged % kStageSlots) * kStageBytes;
     uint32_t bytes = uint32_t(sl.total);
     const long long t = timers.now();
@@ -214,11 +216,9 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         fence_proxy_async_shared();
         __syncthreads();
       }
-      if (lane == 0) {
-        *reinterpret_cast<uint32_t*>(stage) = raw ? kSliceRaw : kSlicePacked;
-        fence_proxy_async_shared();
-      }
-      bytes = uint32_t(kSliceHeaderBytes + (raw ? sl.raw : sl.packed));
+      if (lane == 0)  // plain stores: the flag's release (announce) orders them before it
+        for (int j = 0; j < n_dests; ++j) *form_slot(j) = raw ? kSliceRaw : kSlicePacked;
+      bytes = uint32_t(raw ? sl.raw : sl.packed);
     } else {
       IO::store(stage, sl, lane, p, scale);
       fence_proxy_async_shared();
@@ -269,6 +269,9 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   const size_t value_stride = size_t(gridDim.x) * tile_values;
   const size_t slot_stride = size_t(gridDim.x) * W * sl.total;
   const size_t my_slot = size_t(me) * sl.total;
+  // The form word of the slot at byte `offset` of a data region (lossless codec only; the division
+  // is once per slice and never emitted for the other codecs).
+  auto form_at = [&](uint8_t* forms, size_t offset) { return reinterpret_cast<uint32_t*>(forms) + offset / sl.total; };
   auto cursor = [&](size_t g) {
     const size_t t = tile_of(g, 0);
     return TileCursor{t * tile_values, t * W * sl.total};
@@ -301,7 +304,9 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         load_lane<D>(in_lane + c.first + d * slice_values, lane_valid(c, full, d), v);
         Packed p;
         uint16_t scale = IO::encode(v, p);
-        send_slice(p, scale, [&](int) { return a.workspaces[d] + a.layout.rs_data + c.slots + my_slot; }, 1);
+        send_slice(
+            p, scale, [&](int) { return a.workspaces[d] + a.layout.rs_data + c.slots + my_slot; },
+            [&](int) { return form_at(a.workspaces[d] + a.layout.rs_forms, c.slots + my_slot); }, 1);
       }
     }
   };
@@ -320,7 +325,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         if (src == me) {  // my own values never cross the link: added exactly (no round trip)
           load_lane<D>(in_lane + c.first + me * slice_values, lane_valid(c, full, me), v);
         } else {
-          scale = IO::load(slots + src * sl.total, sl, lane, p);
+          scale = IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.rs_forms, c.slots + src * sl.total));
           IO::decode(p, scale, v);
         }
 #pragma unroll
@@ -330,6 +335,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
       uint16_t scale = IO::encode(acc, p);
       send_slice(
           p, scale, [&](int j) { return a.workspaces[rank_after(1 + j)] + a.layout.ag_data + c.slots + my_slot; },
+          [&](int j) { return form_at(a.workspaces[rank_after(1 + j)] + a.layout.ag_forms, c.slots + my_slot); },
           W - 1);
       IO::decode(p, scale, acc);  // the owner keeps exactly what it broadcast
       store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c, full, me), acc);
@@ -348,7 +354,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         const int src = rank_after(j);
         Packed p;
         float v[kLaneValues];
-        uint16_t scale = IO::load(slots + src * sl.total, sl, lane, p);
+        uint16_t scale = IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.ag_forms, c.slots + src * sl.total));
         IO::decode(p, scale, v);
         store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c, full, src), v);
       }

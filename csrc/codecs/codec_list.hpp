@@ -56,19 +56,19 @@ struct SliceLayout {
   }
 };
 
-// A lossless slot: a 16-byte header (kSliceRaw or kSlicePacked), then the raw values or the packed
-// planes (A: sign|mantissa bytes, B: code nibbles, C: code high bits, E: a byte of e_max a block).
-// `total` (the slot's stride) holds the larger, raw form; a packed slice sends only `packed` bytes.
+// A lossless slot holds the raw values or the packed planes (A: sign|mantissa bytes, B: code
+// nibbles, C: code high bits, E: a byte of e_max a block); `total` (the slot's stride) is the
+// larger, raw form, so slots stay where the passthrough's are; a packed slice sends `packed` bytes.
 template <>
 struct SliceLayout<LosslessCodec> {
   size_t lanes;
-  size_t plane_a, plane_b, plane_c, plane_e;  // offsets are cumulative from the header's end
+  size_t plane_a, plane_b, plane_c, plane_e;  // bytes of each plane, in this order
   size_t packed, raw, total;
   QR_HD static constexpr SliceLayout make(size_t values) {
     const size_t lanes = values / kLaneValues;
     const size_t a = (lanes * 8 + 15) / 16 * 16, b = (lanes * 4 + 15) / 16 * 16, c = (lanes + 15) / 16 * 16;
     const size_t e = (values / kBlockValues + 15) / 16 * 16;
-    return SliceLayout{lanes, a, b, c, e, a + b + c + e, lanes * 16, kSliceHeaderBytes + lanes * 16};
+    return SliceLayout{lanes, a, b, c, e, a + b + c + e, lanes * 16, lanes * 16};
   }
 };
 

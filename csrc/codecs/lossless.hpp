@@ -6,8 +6,8 @@
 // [e_max - 30, e_max], where e_max is the block's largest field (a byte per block, plane E), or
 // kZeroCode for e = 0 (zeros and subnormals). A value outside that window cannot be packed (a
 // block holding a NaN/Inf and finite values, or values 2^30 apart): its whole slice is then sent
-// raw, as the passthrough sends it (the two-shot kernel votes per slice; a 16-byte slice header
-// says which form follows). fp16 has 10 mantissa bits, which do not fit a byte: fp16 slices are
+// raw, as the passthrough sends it (the two-shot kernel votes per slice, and a word beside the
+// slice, in the workspace's rs_forms/ag_forms, says which form it took). fp16 has 10 mantissa bits, which do not fit a byte: fp16 slices are
 // always sent raw. Why 5 bits and not 4: with a 15-binade window ~30% of 4096-value slices of
 // Gaussian data hold a value below it (numpy, bench/NOTES.md), with 31 binades almost none do.
 //
@@ -16,7 +16,6 @@
 // itself lives in pack()/unpack() below, shared by the kernels and the CPU round-trip test.
 #pragma once
 #include "core/block.hpp"
-#include "sync/workspace.hpp"  // kSliceHeaderBytes
 
 namespace qr {
 
@@ -137,7 +136,7 @@ struct LosslessCodec {
   }
 };
 
-// Its slot layout (a header saying which form follows) is SliceLayout<LosslessCodec>, codec_list.hpp.
+// Its slot layout is SliceLayout<LosslessCodec> (codec_list.hpp); a slice's form word says which.
 constexpr uint32_t kSliceRaw = 1, kSlicePacked = 2;
 
 }  // namespace qr

@@ -4,6 +4,8 @@
 //   [control]   epochs and counters this rank alone touches
 //   [rs_flags]  [tile][src] u64 {epoch, call signature}: "my slice of tile t is in your rs_data"
 //   [ag_flags]  [tile][src] u64 {epoch, call signature}: "reduced slice of tile t is in your ag_data"
+//   [rs_forms]  [tile][src] u32: the lossless codec's form (packed or raw) of that rs_data slice
+//   [ag_forms]  [tile][src] u32: the same for ag_data
 //   [lamport]   [3 buffers][src][vector] 16-byte vectors of the one-shot; "empty" = every
 //               16-bit half holds the sentinel 0x8000 (-0.0), which real data never carries
 //   [rs_data]   [tile][src] encoded slices sent to this rank, the slice's owner
@@ -52,8 +54,6 @@ static_assert(two_shot_auto_groups(25 << 10, false) == 1, "64 MB int6: 1 group (
 static_assert(two_shot_auto_groups(143 << 10, false) == 6, "512 MB int4: 6 groups (1: +6%)");
 static_assert(two_shot_auto_groups(286 << 10, false) == 12, "1 GiB int4: 8-12 groups (4: +4%)");
 
-constexpr size_t kSliceHeaderBytes = 16;  // the lossless codec's slice header (codecs/lossless.hpp)
-
 struct ControlBlock {
   uint32_t two_shot_epoch;  // advanced by the last CTA of each two-shot call
   uint32_t two_shot_done;   // CTAs finished in the current two-shot call
@@ -83,7 +83,7 @@ inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 struct WorkspaceLayout {
   size_t lamport_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * lamport_vectors * 16; }
-  size_t control, rs_flags, ag_flags, lamport, rs_data, ag_data, total;
+  size_t control, rs_flags, ag_flags, rs_forms, ag_forms, lamport, rs_data, ag_data, total;
   size_t max_tiles, lamport_vectors;  // lamport_vectors: per buffer and source
 
   static WorkspaceLayout make(int world_size, size_t max_bytes) {
@@ -99,12 +99,12 @@ struct WorkspaceLayout {
     w.rs_flags = take(w.max_tiles * world_size * 8);
     w.ag_flags = take(w.max_tiles * world_size * 8);
     w.lamport = take(w.lamport_bytes(world_size));
-    // Data slots: at most the message itself plus one partly filled tile of the largest CTA, plus
-    // the lossless codec's 16-byte header in front of every slice.
+    w.rs_forms = take(w.max_tiles * world_size * 4);
+    w.ag_forms = take(w.max_tiles * world_size * 4);
+    // Data slots: at most the message itself plus one partly filled tile of the largest CTA.
     size_t slack = size_t(world_size) * kTwoShotMaxThreads * 8 * 2;
-    size_t headers = w.max_tiles * world_size * kSliceHeaderBytes;
-    w.rs_data = take(max_bytes + slack + headers);
-    w.ag_data = take(max_bytes + slack + headers);
+    w.rs_data = take(max_bytes + slack);
+    w.ag_data = take(max_bytes + slack);
     w.total = off;
     return w;
   }
