@@ -23,6 +23,9 @@ def run(rank, world, port):
         xs = [torch.randn(n, generator=g, device="cuda").bfloat16() for _ in range(world)]
         for algo, codec in [("one_shot", "bf16"), ("two_shot", "bf16")] + [("two_shot", c) for c in qr.codec_names()[1:]]:
             comm.all_reduce(xs[rank], codec=codec, algo=algo)
+        # values 2^-40..2^40 apart: the lossless codec's slices go raw (its restaging path)
+        wide = xs[rank] * torch.exp2(torch.randint(-40, 41, (n,), generator=g, device="cuda")).bfloat16()
+        comm.all_reduce(wide, codec="lossless", algo="two_shot")
     torch.cuda.synchronize()
     comm.check()
     comm.close()
