@@ -74,6 +74,23 @@ struct LaneIO {
   }
 };
 
+// L2 loads (peer-written data) the compiler keeps in program order and never sinks into a branch.
+__device__ __forceinline__ uint32_t ld_cg_u32(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_cg_u8(const uint8_t* p) {
+  uint32_t v;
+  asm volatile("ld.global.cg.u8 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_cg_u64(const uint64_t* p) {
+  uint2 v;
+  asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
 // The lossless codec's lanes: the scale word carries the block's largest exponent field (bits
 // 0-7) and kNoFit when a value of the lane falls outside the codec's window; the CTA votes per
 // slice, and the slice's form word (beside it in rs_forms/ag_forms) says which form it took.
@@ -108,17 +125,21 @@ struct LaneIO<LosslessCodec, D> {
     body[sl.plane_a + sl.plane_b + lane] = uint8_t(l.c);
     if (lane % kLanesPerBlock == 0) body[sl.plane_a + sl.plane_b + sl.plane_c + lane / kLanesPerBlock] = uint8_t(scale);
   }
+  // The planes are loaded beside the form word, not after it: slices are nearly always packed, and
+  // waiting for the form first put a second L2 round trip on every slice's path.
   __device__ static uint16_t load(const uint8_t* body, const Layout& sl, int lane, Packed& p, const uint32_t* form) {
-    if (__ldcg(form) == kSliceRaw) {
-      p.a = __ldcg(reinterpret_cast<const uint4*>(body) + lane);
-      return 0;
-    }
+    // (volatile asm: the compiler may not sink the plane loads below the test of the form)
+    const uint32_t slice_form = ld_cg_u32(form);
     LosslessCodec::Lane l;
-    l.a = __ldcg(reinterpret_cast<const uint2*>(body) + lane);
-    l.b = __ldcg(reinterpret_cast<const uint32_t*>(body + sl.plane_a) + lane);
-    l.c = __ldcg(body + sl.plane_a + sl.plane_b + lane);
-    const uint32_t e_max = __ldcg(body + sl.plane_a + sl.plane_b + sl.plane_c + lane / kLanesPerBlock);
-    p.a = LosslessCodec::unpack(l, e_max);
+    l.a = ld_cg_u64(reinterpret_cast<const uint64_t*>(body) + lane);
+    l.b = ld_cg_u32(reinterpret_cast<const uint32_t*>(body + sl.plane_a) + lane);
+    l.c = ld_cg_u8(body + sl.plane_a + sl.plane_b + lane);
+    const uint32_t e_max = ld_cg_u8(body + sl.plane_a + sl.plane_b + sl.plane_c + lane / kLanesPerBlock);
+    if (slice_form == kSliceRaw) {
+      p.a = __ldcg(reinterpret_cast<const uint4*>(body) + lane);
+    } else {
+      p.a = LosslessCodec::unpack(l, e_max);
+    }
     return 0;
   }
 };
@@ -265,20 +286,21 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   struct TileCursor {
     size_t first;  // index of the tile's first value
     size_t slots;  // byte offset of the tile's first slot in rs_data / ag_data
+    size_t index;  // index of that slot (tile * W): its form word, for the lossless codec
   };
   const size_t value_stride = size_t(gridDim.x) * tile_values;
   const size_t slot_stride = size_t(gridDim.x) * W * sl.total;
   const size_t my_slot = size_t(me) * sl.total;
-  // The form word of the slot at byte `offset` of a data region (lossless codec only; the division
-  // is once per slice and never emitted for the other codecs).
-  auto form_at = [&](uint8_t* forms, size_t offset) { return reinterpret_cast<uint32_t*>(forms) + offset / sl.total; };
+  // The form word of slot `index` of a data region (lossless codec only).
+  auto form_at = [&](uint8_t* forms, size_t index) { return reinterpret_cast<uint32_t*>(forms) + index; };
   auto cursor = [&](size_t g) {
     const size_t t = tile_of(g, 0);
-    return TileCursor{t * tile_values, t * W * sl.total};
+    return TileCursor{t * tile_values, t * W * sl.total, t * W};
   };
   auto advance = [&](TileCursor& c) {
     c.first += value_stride;
     c.slots += slot_stride;
+    c.index += size_t(gridDim.x) * W;
   };
   // Values of my lane in slice s of the tile that lie inside the tensor (only the last tile is cut).
   auto lane_valid = [&](const TileCursor& c, bool full, int s) {
@@ -306,7 +328,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         uint16_t scale = IO::encode(v, p);
         send_slice(
             p, scale, [&](int) { return a.workspaces[d] + a.layout.rs_data + c.slots + my_slot; },
-            [&](int) { return form_at(a.workspaces[d] + a.layout.rs_forms, c.slots + my_slot); }, 1);
+            [&](int) { return form_at(a.workspaces[d] + a.layout.rs_forms, c.index + me); }, 1);
       }
     }
   };
@@ -325,7 +347,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         if (src == me) {  // my own values never cross the link: added exactly (no round trip)
           load_lane<D>(in_lane + c.first + me * slice_values, lane_valid(c, full, me), v);
         } else {
-          scale = IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.rs_forms, c.slots + src * sl.total));
+          scale = IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.rs_forms, c.index + src));
           IO::decode(p, scale, v);
         }
 #pragma unroll
@@ -335,7 +357,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
       uint16_t scale = IO::encode(acc, p);
       send_slice(
           p, scale, [&](int j) { return a.workspaces[rank_after(1 + j)] + a.layout.ag_data + c.slots + my_slot; },
-          [&](int j) { return form_at(a.workspaces[rank_after(1 + j)] + a.layout.ag_forms, c.slots + my_slot); },
+          [&](int j) { return form_at(a.workspaces[rank_after(1 + j)] + a.layout.ag_forms, c.index + me); },
           W - 1);
       IO::decode(p, scale, acc);  // the owner keeps exactly what it broadcast
       store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c, full, me), acc);
@@ -354,7 +376,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         const int src = rank_after(j);
         Packed p;
         float v[kLaneValues];
-        uint16_t scale = IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.ag_forms, c.slots + src * sl.total));
+        uint16_t scale = IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.ag_forms, c.index + src));
         IO::decode(p, scale, v);
         store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c, full, src), v);
       }
