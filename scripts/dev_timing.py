@@ -41,7 +41,7 @@ def run(rank, world, port):
                     x = xs[i % nbuf]
                     parts = name.split("_")
                     knob = {p[0]: int(p[1:]) for p in parts[1:]}
-                    codec_id = {"two": 1, "fp8": 2, "int8": 3, "int6": 4, "int4": 5, "fp4": 6}[parts[0]]
+                    codec_id = 1 if parts[0] == "two" else comm._c.codec_id(parts[0]) if hasattr(comm._c, "codec_id") else qr._C.codec_id(parts[0])
                     comm._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), 1, codec_id, 1, torch.cuda.current_stream().cuda_stream,
                                        threads=knob.get("t", 0), blocks=knob.get("b", 0), groups=knob.get("g", 0))
                 else: comm.all_reduce(xs[i % nbuf], out=out, codec=codec, algo=algo)
