@@ -347,7 +347,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         if (src == me) {  // my own values never cross the link: added exactly (no round trip)
           load_lane<D>(in_lane + c.first + me * slice_values, lane_valid(c, full, me), v);
         } else {
-          scale = IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.rs_forms, c.index + src));
+          scale =
+              IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.rs_forms, c.index + src));
           IO::decode(p, scale, v);
         }
 #pragma unroll
@@ -376,7 +377,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         const int src = rank_after(j);
         Packed p;
         float v[kLaneValues];
-        uint16_t scale = IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.ag_forms, c.index + src));
+        uint16_t scale =
+            IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.ag_forms, c.index + src));
         IO::decode(p, scale, v);
         store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c, full, src), v);
       }

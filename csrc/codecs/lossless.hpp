@@ -7,45 +7,22 @@
 // kZeroCode for e = 0 (zeros and subnormals). A value outside that window cannot be packed (a
 // block holding a NaN/Inf and finite values, or values 2^30 apart): its whole slice is then sent
 // raw, as the passthrough sends it (the two-shot kernel votes per slice, and a word beside the
-// slice, in the workspace's rs_forms/ag_forms, says which form it took). fp16 has 10 mantissa bits, which do not fit a byte: fp16 slices are
-// always sent raw. Why 5 bits and not 4: with a 15-binade window ~30% of 4096-value slices of
-// Gaussian data hold a value below it (numpy, bench/NOTES.md), with 31 binades almost none do.
+// slice, in the workspace's rs_forms/ag_forms, says which form it took). fp16 has 10 mantissa
+// bits, which do not fit a byte: fp16 slices are always sent raw. Why 5 bits and not 4: with a
+// 15-binade window ~30% of 4096-value slices of Gaussian data hold a value below it (numpy,
+// bench/NOTES.md change 31), with 31 binades almost none do.
 //
-// The generic codec interface (encode/decode on floats, used by the CPU twin) is the identity on
-// the 16-bit rounding of the value: that is this codec's whole effect on a result. The packing
-// itself lives in pack()/unpack() below, shared by the kernels and the CPU round-trip test.
+// The generic codec interface (encode/decode on floats, used by the CPU twin) is the passthrough's:
+// the 16-bit rounding of the value is this codec's whole effect on a result. The packing itself
+// lives in pack()/unpack() below, shared by the kernels and the CPU round-trip test.
 #pragma once
+#include "codecs/passthrough.hpp"
 #include "core/block.hpp"
 
 namespace qr {
 
-struct LosslessCodec {
-  static constexpr bool kScaled = false;
-  static constexpr float kDivisor = 1.0f;
-  using PlaneA = uint4;  // the raw form: 8 x 16 bits, as the passthrough
-  struct Packed { PlaneA a; };
-  static constexpr int kPlaneABytes = sizeof(PlaneA);
-  static constexpr int kPlaneBBytes = 0;
-
-  template <DType D>
-  QR_HD static Packed encode(const float v[kLaneValues], float /*inv_scale*/) {
-    Packed p;
-    p.a.x = pack2<D>(v[0], v[1]);
-    p.a.y = pack2<D>(v[2], v[3]);
-    p.a.z = pack2<D>(v[4], v[5]);
-    p.a.w = pack2<D>(v[6], v[7]);
-    return p;
-  }
-  template <DType D>
-  QR_HD static void decode(const Packed& p, float /*scale*/, float v[kLaneValues]) {
-    const uint32_t w[4] = {p.a.x, p.a.y, p.a.z, p.a.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      v[2 * i] = to_float<D>(uint16_t(w[i] & 0xffffu));
-      v[2 * i + 1] = to_float<D>(uint16_t(w[i] >> 16));
-    }
-  }
-
+// On the generic interface it is the passthrough (the CPU twin's view of it).
+struct LosslessCodec : PassthroughCodec {
   // ---- the packed form (bf16 only) ----
   static constexpr uint32_t kZeroCode = 31;  // exponent field 0
   static constexpr uint32_t kWindow = 30;    // largest e_max - e a code holds
