@@ -19,6 +19,8 @@
 // holds an older one. Single-buffered data is safe: a rank enters call k+1 only after every peer
 // broadcast its slices of call k, i.e. after the peers finished reading what call k+1 overwrites.
 // Peer-written data is read with ld.cg (L2), never through a possibly stale L1 line.
+// The lossless codec's slices go packed or raw (a CTA vote); thread 0 writes the form into the
+// destination's rs_forms/ag_forms word beside the slot before the flag, whose release orders it.
 #pragma once
 
 #include <type_traits>
@@ -155,7 +157,8 @@ constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;
 // changes 11 and 19).
 // kWorld: the world size as a compile-time constant (2, 4, 8: the rank loops unroll and their
 // index arithmetic folds), or 0 for any other size (read from the arguments).
-// The lossless kernels need more than 32 registers (packing after the slice's vote): 3 per SM.
+// The lossless kernels need more than 32 registers (a lane's raw values stay live across the slice's
+// vote, for the rare raw restage): 3 per SM, which also measured faster than 4 (run 49).
 template <class Codec>
 constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> ? 3 : 4;
 template <class Codec, DType D, int kWorld>

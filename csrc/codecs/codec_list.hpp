@@ -3,7 +3,7 @@
 // Profiles follow the seeds' numbering (1=fp16, 2=fp8, 3=int8, 4=int6, 5=int4, 6=fp4); 7 is ours:
 // the lossless packing of bf16 (codecs/lossless.hpp).
 // bits_per_value_x4 counts payload plus the 16-bit scale per 32 values, times 4 (34 = 8.5 bits;
-// lossless: 13.25 bits when a slice packs, 16 when it goes raw).
+// lossless: 13 bits a value plus an 8-bit exponent per 32 = 13.25 when a slice packs, 16 raw).
 #pragma once
 #include "codecs/float_codec.hpp"
 #include "codecs/int_codec.hpp"

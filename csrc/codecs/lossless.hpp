@@ -5,8 +5,8 @@
 // plane A), and a 5-bit code (low 4 bits in plane B, high bit in plane C): e_max - e for e in
 // [e_max - 30, e_max], where e_max is the block's largest field (a byte per block, plane E), or
 // kZeroCode for e = 0 (zeros and subnormals). A value outside that window cannot be packed (a
-// block holding a NaN/Inf and finite values, or values 2^30 apart): its whole slice is then sent
-// raw, as the passthrough sends it (the two-shot kernel votes per slice, and a word beside the
+// block holding a NaN/Inf and finite values, or exponent fields 31 or more apart): its slice is
+// then sent raw, as the passthrough sends it (the two-shot kernel votes per slice, and a word beside the
 // slice, in the workspace's rs_forms/ag_forms, says which form it took). fp16 has 10 mantissa
 // bits, which do not fit a byte: fp16 slices are always sent raw. Why 5 bits and not 4: with a
 // 15-binade window ~30% of 4096-value slices of Gaussian data hold a value below it (numpy,

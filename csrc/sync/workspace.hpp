@@ -4,10 +4,10 @@
 //   [control]   epochs and counters this rank alone touches
 //   [rs_flags]  [tile][src] u64 {epoch, call signature}: "my slice of tile t is in your rs_data"
 //   [ag_flags]  [tile][src] u64 {epoch, call signature}: "reduced slice of tile t is in your ag_data"
-//   [rs_forms]  [tile][src] u32: the lossless codec's form (packed or raw) of that rs_data slice
-//   [ag_forms]  [tile][src] u32: the same for ag_data
 //   [lamport]   [3 buffers][src][vector] 16-byte vectors of the one-shot; "empty" = every
 //               16-bit half holds the sentinel 0x8000 (-0.0), which real data never carries
+//   [rs_forms]  [tile][src] u32: the lossless codec's form (1 raw, 2 packed) of that rs_data slice
+//   [ag_forms]  [tile][src] u32: the same for ag_data
 //   [rs_data]   [tile][src] encoded slices sent to this rank, the slice's owner
 //   [ag_data]   [tile][src] encoded reduced slices broadcast by their owners
 #pragma once

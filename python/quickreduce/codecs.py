@@ -7,7 +7,7 @@ PASSTHROUGH_NAMES = ("fp16", "bf16", "none")
 
 
 def codec_names() -> list[str]:
-    """Codec names in profile order: profile 1 is 'fp16' (passthrough), 2 'fp8', ... 6 'fp4'."""
+    """Codec names in profile order: profile 1 is 'fp16' (passthrough), 2 'fp8', ... 6 'fp4', 7 'lossless'."""
     return list(_C.codec_names())
 
 
@@ -33,7 +33,7 @@ def codec_id(name: str) -> int:
 
 
 def profile_to_codec(profile: int) -> str:
-    """The seeds' profile numbers: 1=fp16, 2=fp8, 3=int8, 4=int6, 5=int4, 6=fp4."""
+    """The seeds' profile numbers: 1=fp16, 2=fp8, 3=int8, 4=int6, 5=int4, 6=fp4; ours: 7=lossless."""
     names = codec_names()
     if not isinstance(profile, int) or not 1 <= profile <= len(names):
         raise ValueError(f"profile must be an int in 1..{len(names)} ({', '.join(f'{i+1}={n}' for i, n in enumerate(names))}), got {profile!r}")

@@ -108,7 +108,9 @@ class Communicator:
                 a value), ``"fp8"``, ``"int8"``, ``"int6"``, ``"int4"``, ``"fp4"``,
                 ``"auto"`` (fastest lossless method for this size), or ``"auto:<codec>"`` (fastest method
                 whose error is at most that codec's). Default: ``QUICKREDUCE_QUANTIZATION``.
-            algo: ``"auto"``, ``"one_shot"`` (lossless only), ``"two_shot"`` or ``"nccl"`` (through the group).
+            algo: ``"auto"``, ``"one_shot"`` (passthrough only), ``"two_shot"`` or ``"nccl"`` (through the group).
+                With ``"auto"``, an exact codec (``"fp16"``/``"bf16"``/``"lossless"``) runs the fastest exact
+                method for the size (they give the same bits), and ``"lossless"`` on fp16 runs the passthrough.
 
         Every rank must make the same call. Runs on the current CUDA stream; capturable in CUDA graphs.
         """
@@ -143,13 +145,20 @@ class Communicator:
         if lowered == "auto" or lowered.startswith("auto:"):
             bound = None if lowered == "auto" else codecs.canonical(lowered.split(":", 1)[1])
             chosen_algo, chosen_codec = self._choose(nbytes, dtype, bound)
+            if algo == "one_shot" and chosen_codec == "lossless":
+                chosen_codec = "fp16"  # the same bits by the one-shot's passthrough
             return (chosen_algo if algo == "auto" else algo), chosen_codec
         name = codecs.canonical(lowered)
-        if algo == "auto":
-            algo = self._choose(nbytes, dtype, None)[0] if name == "fp16" else "two_shot"
+        if name == "lossless" and (dtype != torch.bfloat16 or algo == "one_shot"):
+            name = "fp16"  # the same bits: the packing is for bf16 and the two-shot only
+        if algo == "auto" and name in ("fp16", "lossless"):
+            # Exact either way (the same bits): the table's fastest exact method for this size.
+            algo, name = self._choose(nbytes, dtype, None)
+        elif algo == "auto":
+            algo = "two_shot"
         if algo == "one_shot":
             if name != "fp16":
-                raise ValueError(f"the one-shot algorithm is lossless only; codec {codec!r} needs algo='two_shot'")
+                raise ValueError(f"the one-shot algorithm is passthrough only; codec {codec!r} needs algo='two_shot'")
             if nbytes > self._c.one_shot_max_bytes:
                 raise ValueError(f"one-shot takes at most {self._c.one_shot_max_bytes} bytes, got {nbytes}")
         if algo == "nccl" and self.group is None:
@@ -165,7 +174,10 @@ class Communicator:
             algo = "two_shot"
         if algo == "one_shot" and nbytes > self._c.one_shot_max_bytes:
             algo = "two_shot"
-        return algo, codecs.canonical(codec)
+        codec = codecs.canonical(codec)
+        if codec == "lossless" and dtype != torch.bfloat16:
+            codec = "fp16"  # a table measured on bf16 only: fp16 slices would go raw
+        return algo, codec
 
     def _nccl(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         import torch.distributed as dist

@@ -3,7 +3,7 @@
 | variable                   | default | meaning                                                   |
 |----------------------------|---------|-----------------------------------------------------------|
 | QUICKREDUCE_MAX_SIZE_MB    | 128     | largest message (MiB) a Communicator accepts by default    |
-| QUICKREDUCE_QUANTIZATION   | FP      | default codec: FP, FP8, INT8, INT6, INT4, FP4 (or a codec name, or AUTO) |
+| QUICKREDUCE_QUANTIZATION   | FP      | default codec: FP, FP8, INT8, INT6, INT4, FP4, LOSSLESS (or a codec name, or AUTO) |
 | QUICKREDUCE_TIMEOUT_S      | 10      | how long a kernel waits for a peer before giving up        |
 | QUICKREDUCE_TUNE_FILE      | (unset) | tuning table to use instead of the cached/built-in one     |
 | QUICKREDUCE_PDL            | 1       | 1: launch with programmatic dependent launch (overlaps the previous kernel's tail) |

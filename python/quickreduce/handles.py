@@ -3,7 +3,7 @@
     qr.init(world_size, rank)
     h = qr.get_comm_handle()          # bytes, give to every rank
     qr.set_comm_handles(all_handles)  # list in rank order
-    y = qr.allreduce(profile, x)      # 1=fp16, 2=fp8, 3=int8, 4=int6, 5=int4, 6=fp4
+    y = qr.allreduce(profile, x)      # 1=fp16, 2=fp8, 3=int8, 4=int6, 5=int4, 6=fp4, 7=lossless
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ breakpoints. Each breakpoint covers sizes up to `max_bytes` (inclusive; null = n
 - `lossy`: for each codec bound, the fastest [algo, codec] whose error is at most that codec's
   error. A bound missing here means no lossy method beat the lossless one at these sizes.
 
-    {"format": 1, "gpu": "h200", "world_size": 2, "measured": true, "note": "...",
+    {"format": 2, "gpu": "h200", "world_size": 2, "measured": true, "note": "...",
      "codec_error_order": ["fp16", "int8", "fp8", "int6", "int4", "fp4"],
      "dtypes": {"bf16": [{"max_bytes": 1048575, "lossless": "one_shot", "lossy": {}},
                          {"max_bytes": null, "lossless": "two_shot",
@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: an entry's "lossless" may be ["two_shot", "lossless"]; 1 is still read
+READABLE_FORMATS = (1, 2)
 ALGOS = ("one_shot", "two_shot", "nccl")
 PASSTHROUGH = ("fp16", "bf16")
 LOSSLESS_CODEC = "lossless"  # packs bf16 without changing a bit: an exact method, not a lossy one
@@ -152,8 +153,8 @@ def load_table(gpu_name: str, world_size: int, driver: str | None = None) -> Tun
 
 def table_from_dict(data: dict[str, Any], source: str = "<dict>") -> TuneTable:
     """Validate a decoded JSON table; raise ValueError on anything malformed."""
-    if data.get("format") != FORMAT_VERSION:
-        raise ValueError(f"unsupported format {data.get('format')!r}, expected {FORMAT_VERSION}")
+    if data.get("format") not in READABLE_FORMATS:
+        raise ValueError(f"unsupported format {data.get('format')!r}, expected one of {READABLE_FORMATS}")
     dtypes = {}
     for name, entries in data["dtypes"].items():
         dtypes[dtype_name(name)] = _validated_entries(entries)

@@ -39,7 +39,7 @@ def test_dtype_names():
 
 def test_builtin_h200_w2_is_the_measured_table():
     # `quickreduce tune` on nvidia-h200-x2 (bench/results/h200-x2-tune.csv): the one-shot wins up
-    # to 8 MiB (its limit on 2 GPUs), the two-shot above, with the lossless packing from ~32 MiB;
+    # to 8 MiB (its limit on 2 GPUs), the two-shot above, with the lossless packing from ~23 MiB;
     # codecs pay off from ~8 MiB; int6 serves an
     # fp8 bound (less error and faster); int4 and fp4 run within 1% of each other and their errors
     # within the table's tolerance, so an int4 or fp4 bound gets whichever the run measured faster.

@@ -22,6 +22,8 @@ from quickreduce import oracle
 from quickreduce.cli.launch import free_port
 
 CODECS = ("passthrough", "fp8", "int8", "int6", "int4", "fp4")  # passthrough runs as the dtype's name
+# On request only: "lossless" has the passthrough's error by construction (the same bits).
+EXTRA_CODECS = ("lossless",)
 DATASETS = ("gaussian", "student_t", "llm")
 DTYPES = ("bf16", "fp16")
 HIDDEN = 4096          # columns of the [tokens, hidden] matrix of the "llm" data set
@@ -205,7 +207,7 @@ def main(argv=None) -> int:
     p.add_argument("--world-sizes", type=lambda s: [int(v) for v in _csv_list(s)], default=[2, 4, 8])
     p.add_argument("--numel", type=int, default=1 << 20, help="elements per rank")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--codecs", type=lambda s: _csv_list(s, CODECS), default=list(CODECS))
+    p.add_argument("--codecs", type=lambda s: _csv_list(s, CODECS + EXTRA_CODECS), default=list(CODECS))
     p.add_argument("--dtypes", type=lambda s: _csv_list(s, DTYPES), default=list(DTYPES))
     p.add_argument("--datasets", type=lambda s: _csv_list(s, DATASETS), default=list(DATASETS))
     p.add_argument("--device", choices=("cpu", "cuda", "oracle"), default="cpu",

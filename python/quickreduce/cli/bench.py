@@ -86,7 +86,7 @@ def select_methods(spec: str, codecs: str | None = None) -> list[str]:
 
 def _codec_of(method: str) -> str | None:
     """The quickreduce codec a method row is about (qr_int4 and qr_auto_int4 -> int4)."""
-    for codec in ("int8", "fp8", "int6", "int4", "fp4"):
+    for codec in ("int8", "fp8", "int6", "int4", "fp4", "lossless"):
         if method.startswith("qr_") and method.endswith(codec):
             return codec
     return None

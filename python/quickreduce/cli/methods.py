@@ -156,7 +156,7 @@ class QuickReduceMethod(Method):
             ctx.shared["qr_error"] = f"quickreduce not usable: {type(exc).__name__}: {exc}"
             raise SkipMethod(ctx.shared["qr_error"]) from exc
         self.codec = self.codec_request or ctx.dtype_name
-        if self.codec in QR_CODECS and self.codec not in names:
+        if self.codec in QR_CODECS + ("lossless",) and self.codec not in names:
             raise SkipMethod(f"codec {self.codec} not built (codecs: {', '.join(names)})")
         self.comm = ctx.shared.get("qr_comm")
         if self.comm is None:

@@ -30,7 +30,8 @@ def candidates(codecs: list[str]) -> dict[str, tuple[str, str | None]]:
         "nccl": ("nccl", None), "qr_one_shot": ("one_shot", None), "qr_two_shot": ("two_shot", None),
         "qr_lossless": ("two_shot", "lossless")}
     for codec in codecs:
-        table[f"qr_{codec}"] = ("two_shot", codec)
+        if codec != "lossless":  # an exact candidate, in the table above
+            table[f"qr_{codec}"] = ("two_shot", codec)
     return table
 
 
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
-        unknown = [c for c in codecs if c not in QR_CODECS]
+        unknown = [c for c in codecs if c not in QR_CODECS + ("lossless",)]  # lossless: always a candidate
         dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
         if unknown or not set(dtypes) <= {"bf16", "fp16"}:
             raise ValueError(f"unknown codecs {unknown} or dtypes {dtypes}")
