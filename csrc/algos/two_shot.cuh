@@ -76,23 +76,6 @@ struct LaneIO {
   }
 };
 
-// L2 loads (peer-written data) the compiler keeps in program order and never sinks into a branch.
-__device__ __forceinline__ uint32_t ld_cg_u32(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t ld_cg_u8(const uint8_t* p) {
-  uint32_t v;
-  asm volatile("ld.global.cg.u8 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint2 ld_cg_u64(const uint64_t* p) {
-  uint2 v;
-  asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-  return v;
-}
-
 // The lossless codec's lanes: the scale word carries the block's largest exponent field (bits
 // 0-7) and kNoFit when a value of the lane falls outside the codec's window; the CTA votes per
 // slice, and the slice's form word (beside it in rs_forms/ag_forms) says which form it took.
@@ -293,6 +276,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   };
   const size_t value_stride = size_t(gridDim.x) * tile_values;
   const size_t slot_stride = size_t(gridDim.x) * W * sl.total;
+  const size_t index_stride = size_t(gridDim.x) * W;
   const size_t my_slot = size_t(me) * sl.total;
   // The form word of slot `index` of a data region (lossless codec only).
   auto form_at = [&](uint8_t* forms, size_t index) { return reinterpret_cast<uint32_t*>(forms) + index; };
@@ -303,7 +287,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   auto advance = [&](TileCursor& c) {
     c.first += value_stride;
     c.slots += slot_stride;
-    c.index += size_t(gridDim.x) * W;
+    c.index += index_stride;
   };
   // Values of my lane in slice s of the tile that lie inside the tensor (only the last tile is cut).
   auto lane_valid = [&](const TileCursor& c, bool full, int s) {

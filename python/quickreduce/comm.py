@@ -23,6 +23,13 @@ ALGOS = ("auto", "one_shot", "two_shot", "nccl")
 SUPPORTED_WORLD_SIZES = tuple(range(2, _C.MAX_WORLD_SIZE + 1))
 
 
+def _where_it_packs(codec: str, dtype: torch.dtype, algo: str) -> str:
+    """The lossless codec packs bf16 in the two-shot only; elsewhere the passthrough gives the same bits."""
+    if codec == "lossless" and (dtype != torch.bfloat16 or algo == "one_shot"):
+        return "fp16"
+    return codec
+
+
 class Communicator:
     """All-reduce over the GPUs of one node through peer memory (CUDA IPC over NVLink).
 
@@ -145,15 +152,13 @@ class Communicator:
         if lowered == "auto" or lowered.startswith("auto:"):
             bound = None if lowered == "auto" else codecs.canonical(lowered.split(":", 1)[1])
             chosen_algo, chosen_codec = self._choose(nbytes, dtype, bound)
-            if algo == "one_shot" and chosen_codec == "lossless":
-                chosen_codec = "fp16"  # the same bits by the one-shot's passthrough
-            return (chosen_algo if algo == "auto" else algo), chosen_codec
-        name = codecs.canonical(lowered)
-        if name == "lossless" and (dtype != torch.bfloat16 or algo == "one_shot"):
-            name = "fp16"  # the same bits: the packing is for bf16 and the two-shot only
+            algo = chosen_algo if algo == "auto" else algo
+            return algo, _where_it_packs(chosen_codec, dtype, algo)
+        name = _where_it_packs(codecs.canonical(lowered), dtype, algo)
         if algo == "auto" and name in ("fp16", "lossless"):
             # Exact either way (the same bits): the table's fastest exact method for this size.
-            algo, name = self._choose(nbytes, dtype, None)
+            algo, chosen = self._choose(nbytes, dtype, None)
+            name = _where_it_packs(chosen, dtype, algo)
         elif algo == "auto":
             algo = "two_shot"
         if algo == "one_shot":
@@ -174,10 +179,7 @@ class Communicator:
             algo = "two_shot"
         if algo == "one_shot" and nbytes > self._c.one_shot_max_bytes:
             algo = "two_shot"
-        codec = codecs.canonical(codec)
-        if codec == "lossless" and dtype != torch.bfloat16:
-            codec = "fp16"  # a table measured on bf16 only: fp16 slices would go raw
-        return algo, codec
+        return algo, codecs.canonical(codec)
 
     def _nccl(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         import torch.distributed as dist
