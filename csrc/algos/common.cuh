@@ -12,16 +12,21 @@ namespace qr {
 // every rank).
 __device__ __forceinline__ int rank_after(int me, int j, int W) { return me + j < W ? me + j : me + j - W; }
 
+// A whole lane's 16 bytes as 8 floats.
+template <DType D>
+__device__ __forceinline__ void unpack_lane(const uint4& w, float v[kLaneValues]) {
+  const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = to_float<D>(uint16_t(u[i] & 0xffffu));
+    v[2 * i + 1] = to_float<D>(uint16_t(u[i] >> 16));
+  }
+}
+
 template <DType D>
 __device__ __forceinline__ void load_lane(const uint16_t* p, ptrdiff_t valid, float v[kLaneValues]) {
   if (valid >= kLaneValues) {
-    uint4 w = *reinterpret_cast<const uint4*>(p);
-    const uint32_t u[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      v[2 * i] = to_float<D>(uint16_t(u[i] & 0xffffu));
-      v[2 * i + 1] = to_float<D>(uint16_t(u[i] >> 16));
-    }
+    unpack_lane<D>(*reinterpret_cast<const uint4*>(p), v);
   } else {
 #pragma unroll
     for (int i = 0; i < kLaneValues; ++i) v[i] = i < valid ? to_float<D>(p[i]) : 0.0f;

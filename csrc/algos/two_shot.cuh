@@ -134,6 +134,29 @@ constexpr int kStageSlots = 4;  // slices in flight per CTA through the bulk-cop
 // 16-byte shift between them made the bulk copies ~25% slower (bench/NOTES.md run 47).
 constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;
 
+// The user's input lanes a phase reads, each loaded one lane ahead into registers: the next
+// lane's HBM latency overlaps this lane's encode and send, where the kernel had one 16-byte load
+// in flight per thread and a full latency to wait per slice. Use: issue() the first lane, then
+// per lane take() it and issue() the next; a lane cut by the tensor's end is loaded when taken.
+struct LaneFetcher {
+  uint4 next;
+  __device__ void issue(const uint16_t* p, ptrdiff_t valid) {
+    if (valid >= kLaneValues) next = *reinterpret_cast<const uint4*>(p);
+  }
+  template <DType D>
+  __device__ void take(const uint16_t* p, ptrdiff_t valid, float v[kLaneValues]) {
+#ifdef QR_DIAG_NO_INPUT_LOADS  // diagnostic build: what the input loads cost (results are wrong)
+    for (int k = 0; k < kLaneValues; ++k) v[k] = float(threadIdx.x + k);
+    return;
+#endif
+    if (valid >= kLaneValues) {
+      unpack_lane<D>(next, v);
+    } else {
+      load_lane<D>(p, valid, v);
+    }
+  }
+};
+
 // At least 4 CTAs of 512 per SM (<= 32 registers, no spills): a codec kernel's time fell with every
 // warp added (1 GiB int4: 66/132/264 CTAs of 512 -> 3579/1958/1373 us, 3 per SM 1283 us), and
 // once every slice went by bulk copy, 4 per SM beat 3 by ~2% (int4 1072 -> 1053 us; bench/NOTES.md
@@ -294,6 +317,13 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     return full ? ptrdiff_t(kLaneValues) : ptrdiff_t(a.numel) - ptrdiff_t(c.first + s * slice_values + lane_offset);
   };
   const uint16_t* in_lane = in + lane_offset;
+  LaneFetcher fetch;
+  // Issues my input lane of slice s of the tile starting at value `first`.
+  auto fetch_input = [&](size_t first, int s) {
+    const bool full = first + tile_values <= a.numel;
+    fetch.issue(in_lane + first + s * slice_values,
+                full ? ptrdiff_t(kLaneValues) : ptrdiff_t(a.numel) - ptrdiff_t(first + s * slice_values + lane_offset));
+  };
   uint16_t* out_lane = out + lane_offset;
 
   auto timed_wait = [&](const uint64_t* flags, size_t g, uint32_t phase, Phase timer) {
@@ -305,12 +335,19 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
 
   auto scatter = [&](size_t g) {  // 1. encode my slices of every tile of g and push them to their owners
     TileCursor c = cursor(g);
-    for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
+    const uint32_t n = uint32_t(group_size(g));
+    if (n) fetch_input(c.first, rank_after(1));
+    for (uint32_t i = 0; i < n; ++i, advance(c)) {
       const bool full = c.first + tile_values <= a.numel;
       for (int j = 1; j < W; ++j) {
         const int d = rank_after(j);
         float v[kLaneValues];
-        load_lane<D>(in_lane + c.first + d * slice_values, lane_valid(c, full, d), v);
+        fetch.take<D>(in_lane + c.first + d * slice_values, lane_valid(c, full, d), v);
+        if (j + 1 < W) {
+          fetch_input(c.first, rank_after(j + 1));
+        } else if (i + 1 < n) {
+          fetch_input(c.first + value_stride, rank_after(1));
+        }
         Packed p;
         uint16_t scale = IO::encode(v, p);
         send_slice(
@@ -320,10 +357,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     }
   };
   auto reduce = [&](size_t g) {  // 2. sum my slice in rank order, broadcast the encoded sum
+    TileCursor c = cursor(g);
+    const uint32_t n = uint32_t(group_size(g));
+    if (n) fetch_input(c.first, me);  // my first lane loads while the peers' flags are awaited
     if (!timed_wait(rs_flags, g, 1, Phase::kWaitScatter)) return false;
     const long long t = timers.now();
-    TileCursor c = cursor(g);
-    for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
+    for (uint32_t i = 0; i < n; ++i, advance(c)) {
       const bool full = c.first + tile_values <= a.numel;
       const uint8_t* slots = local + a.layout.rs_data + c.slots;
       float acc[kLaneValues];  // starts as rank 0's term: 0 + x would cost an add per value
@@ -332,7 +371,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         Packed p;
         uint16_t scale;
         if (src == me) {  // my own values never cross the link: added exactly (no round trip)
-          load_lane<D>(in_lane + c.first + me * slice_values, lane_valid(c, full, me), v);
+          fetch.take<D>(in_lane + c.first + me * slice_values, lane_valid(c, full, me), v);
+          if (i + 1 < n) fetch_input(c.first + value_stride, me);
         } else {
           scale =
               IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.rs_forms, c.index + src));
