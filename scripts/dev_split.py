@@ -19,7 +19,6 @@ def run(rank, world, port):
     for t, b in ((256, 132), (128, 264)):
         configs += [(f"f{int(f * 100)}_t{t}", f, t, b) for f in (0.5, 0.6, 0.7, 0.8, 0.9)]
     if rank == 0: print("bytes " + " ".join(f"{n:>9}" for n, *_ in configs), flush=True)
-    main = torch.cuda.current_stream()
     side = torch.cuda.Stream()
     bad = 0
     for nbytes in sizes:
@@ -33,6 +32,7 @@ def run(rank, world, port):
             n1 = (int(n * f) // 4096) * 4096
             if n1 * 2 > c.one_shot_max_bytes: row.append(float("nan")); continue
             def call(i):
+                main = torch.cuda.current_stream()  # the capture stream inside torch.cuda.graph
                 x = xs[i % nbuf]
                 if n1 == n:
                     c.all_reduce(x.data_ptr(), out.data_ptr(), n, 1, 1, 0, main.cuda_stream)
