@@ -145,10 +145,6 @@ struct LaneFetcher {
   }
   template <DType D>
   __device__ void take(const uint16_t* p, ptrdiff_t valid, float v[kLaneValues]) {
-#ifdef QR_DIAG_NO_INPUT_LOADS  // diagnostic build: what the input loads cost (results are wrong)
-    for (int k = 0; k < kLaneValues; ++k) v[k] = float(threadIdx.x + k);
-    return;
-#endif
     if (valid >= kLaneValues) {
       unpack_lane<D>(next, v);
     } else {
@@ -157,7 +153,7 @@ struct LaneFetcher {
   }
 };
 
-// At least 4 CTAs of 512 per SM (<= 32 registers, no spills): a codec kernel's time fell with every
+// At least 4 CTAs of 512 per SM (<= 32 registers; the W=2 codec kernels spill 4 bytes): a codec kernel's time fell with every
 // warp added (1 GiB int4: 66/132/264 CTAs of 512 -> 3579/1958/1373 us, 3 per SM 1283 us), and
 // once every slice went by bulk copy, 4 per SM beat 3 by ~2% (int4 1072 -> 1053 us; bench/NOTES.md
 // changes 11 and 19).
