@@ -13,12 +13,10 @@ namespace {
 // Every kernel calls griddepcontrol.wait before touching memory, so the PDL attribute is safe on
 // all of them; it only lets the launch overlap the previous kernel's tail.
 template <class Kernel>
-cudaError_t launch(Kernel kernel, int blocks, int threads, const AllReduceArgs& args, cudaStream_t stream,
-                   size_t shared_bytes = 0) {
+cudaError_t launch(Kernel kernel, int blocks, int threads, const AllReduceArgs& args, cudaStream_t stream) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = shared_bytes;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -53,9 +51,9 @@ namespace {
 // CTAs that fit at once on the whole device for this kernel and CTA size: the two-shot grid never
 // exceeds it, so every CTA a peer waits for is resident. Cached per (kernel, CTA size): the
 // occupancy query is slow, and one cache for all kernels once gave codec kernels the grid of
-// whichever kernel ran first (bench/NOTES.md, end of session 2). The first query for a kernel on a
-// device also lets it take `shared_bytes` of dynamic shared memory (past the 48 KB default).
-int resident_blocks(const void* kernel, int threads, size_t shared_bytes) {
+// whichever kernel ran first (bench/NOTES.md, end of session 2). Keyed by device too: a process
+// may drive GPUs of different kinds.
+int resident_blocks(const void* kernel, int threads) {
   struct Entry {
     const void* kernel;
     int device, threads, blocks;
@@ -65,9 +63,8 @@ int resident_blocks(const void* kernel, int threads, size_t shared_bytes) {
   cudaGetDevice(&device);
   for (const Entry& e : cache)
     if (e.kernel == kernel && e.device == device && e.threads == threads) return e.blocks;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes));
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
   cache.push_back({kernel, device, threads, sms * (per_sm > 0 ? per_sm : 1)});
   return cache.back().blocks;
 }
@@ -90,10 +87,10 @@ cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cuda
     auto kernel = two_shot_for<Codec, decltype(d)::value>(args.world_size);
     size_t tile_values = size_t(args.threads) * kLaneValues * args.world_size;
     size_t tiles = (args.numel + tile_values - 1) / tile_values;
-    int limit = resident_blocks(reinterpret_cast<const void*>(kernel), args.threads, 0);
+    int limit = resident_blocks(reinterpret_cast<const void*>(kernel), args.threads);
     if (args.blocks <= 0 || args.blocks > limit) args.blocks = limit;
     if (size_t(args.blocks) > tiles) args.blocks = int(tiles);
-    return launch(kernel, args.blocks, args.threads, args, stream, 0);
+    return launch(kernel, args.blocks, args.threads, args, stream);
   });
 }
 

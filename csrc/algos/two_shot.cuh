@@ -153,10 +153,10 @@ struct LaneFetcher {
   }
 };
 
-// At least 4 CTAs of 512 per SM (<= 32 registers; the W=2 codec kernels spill 4 bytes): a codec kernel's time fell with every
-// warp added (1 GiB int4: 66/132/264 CTAs of 512 -> 3579/1958/1373 us, 3 per SM 1283 us), and
-// once every slice went by bulk copy, 4 per SM beat 3 by ~2% (int4 1072 -> 1053 us; bench/NOTES.md
-// changes 11 and 19).
+// At least 4 CTAs of 512 per SM (<= 32 registers; the W=2 codec kernels spill 4 bytes): a codec
+// kernel's time fell with every warp added (1 GiB int4: 66/132/264 CTAs of 512 -> 3579/1958/1373
+// us, 3 per SM 1283 us), and once every slice went by bulk copy, 4 per SM beat 3 by ~2% (int4
+// 1072 -> 1053 us; bench/NOTES.md changes 11 and 19).
 // kWorld: the world size as a compile-time constant (2, 4, 8: the rank loops unroll and their
 // index arithmetic folds), or 0 for any other size (read from the arguments).
 // The lossless kernels need more than 32 registers (a lane's raw values stay live across the slice's
@@ -309,16 +309,14 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     c.index += index_stride;
   };
   // Values of my lane in slice s of the tile that lie inside the tensor (only the last tile is cut).
-  auto lane_valid = [&](const TileCursor& c, bool full, int s) {
-    return full ? ptrdiff_t(kLaneValues) : ptrdiff_t(a.numel) - ptrdiff_t(c.first + s * slice_values + lane_offset);
+  auto lane_valid = [&](size_t first, bool full, int s) {
+    return full ? ptrdiff_t(kLaneValues) : ptrdiff_t(a.numel) - ptrdiff_t(first + s * slice_values + lane_offset);
   };
   const uint16_t* in_lane = in + lane_offset;
   LaneFetcher fetch;
   // Issues my input lane of slice s of the tile starting at value `first`.
   auto fetch_input = [&](size_t first, int s) {
-    const bool full = first + tile_values <= a.numel;
-    fetch.issue(in_lane + first + s * slice_values,
-                full ? ptrdiff_t(kLaneValues) : ptrdiff_t(a.numel) - ptrdiff_t(first + s * slice_values + lane_offset));
+    fetch.issue(in_lane + first + s * slice_values, lane_valid(first, first + tile_values <= a.numel, s));
   };
   uint16_t* out_lane = out + lane_offset;
 
@@ -338,7 +336,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
       for (int j = 1; j < W; ++j) {
         const int d = rank_after(j);
         float v[kLaneValues];
-        fetch.take<D>(in_lane + c.first + d * slice_values, lane_valid(c, full, d), v);
+        fetch.take<D>(in_lane + c.first + d * slice_values, lane_valid(c.first, full, d), v);
         if (j + 1 < W) {
           fetch_input(c.first, rank_after(j + 1));
         } else if (i + 1 < n) {
@@ -367,7 +365,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         Packed p;
         uint16_t scale;
         if (src == me) {  // my own values never cross the link: added exactly (no round trip)
-          fetch.take<D>(in_lane + c.first + me * slice_values, lane_valid(c, full, me), v);
+          fetch.take<D>(in_lane + c.first + me * slice_values, lane_valid(c.first, full, me), v);
           if (i + 1 < n) fetch_input(c.first + value_stride, me);
         } else {
           scale =
@@ -384,7 +382,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
           [&](int j) { return form_at(a.workspaces[rank_after(1 + j)] + a.layout.ag_forms, c.index + me); },
           W - 1);
       IO::decode(p, scale, acc);  // the owner keeps exactly what it broadcast
-      store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c, full, me), acc);
+      store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c.first, full, me), acc);
     }
     timers.add(Phase::kReduce, t);
     return true;
@@ -403,7 +401,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         uint16_t scale =
             IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.ag_forms, c.index + src));
         IO::decode(p, scale, v);
-        store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c, full, src), v);
+        store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c.first, full, src), v);
       }
     }
     timers.add(Phase::kGather, t);
