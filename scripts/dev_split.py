@@ -4,6 +4,7 @@
 import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
 import harness
+from dev_common import graph_time_us
 
 
 def run(rank, world, port):
@@ -52,19 +53,8 @@ def run(rank, world, port):
             dist.all_gather(gathered, ref)
             want = sum(gathered).to(torch.bfloat16)
             if not torch.equal(out, want): bad += 1; print(f"{nbytes} {name}: WRONG", flush=True)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                for i in range(calls): call(i)
-            g.replay(); g.replay(); torch.cuda.synchronize()
-            ts = []
-            for _ in range(7):
-                a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                dist.barrier(); torch.cuda.synchronize()
-                a.record(); g.replay(); e.record(); e.synchronize()
-                ts.append(a.elapsed_time(e) * 1000 / calls)
+            row.append(graph_time_us(call, calls))
             comm.check()
-            row.append(sorted(ts)[3])
-            del g
         if rank == 0: print(f"{nbytes:>9} " + " ".join(f"{t:9.2f}" for t in row), flush=True)
     if rank == 0: print("SPLIT CHECK", "OK" if bad == 0 else f"FAILED {bad}", flush=True)
     comm.close()

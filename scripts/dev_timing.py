@@ -2,6 +2,7 @@
 import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
 import harness
+from dev_common import graph_time_us
 
 def run(rank, world, port):
     torch.cuda.set_device(rank)
@@ -45,23 +46,8 @@ def run(rank, world, port):
                     comm._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), 1, codec_id, 1, torch.cuda.current_stream().cuda_stream,
                                        threads=knob.get("t", 0), blocks=knob.get("b", 0), groups=knob.get("g", 0))
                 else: comm.all_reduce(xs[i % nbuf], out=out, codec=codec, algo=algo)
-            s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for i in range(2): call(i)
-            torch.cuda.current_stream().wait_stream(s); torch.cuda.synchronize()
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                for i in range(calls): call(i)
-            g.replay(); g.replay(); torch.cuda.synchronize()
-            ts = []
-            for _ in range(7):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                dist.barrier(); torch.cuda.synchronize()
-                a.record(); g.replay(); b.record(); b.synchronize()
-                ts.append(a.elapsed_time(b) * 1000 / calls)
+            row.append(graph_time_us(call, calls))
             comm.check()
-            row.append(sorted(ts)[3])
-            del g
         if rank == 0: print(f"{nbytes:>9} " + " ".join(f"{t:9.2f}" for t in row), flush=True)
         del xs
     comm.close()
