@@ -33,18 +33,4 @@ __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence
 // Bulk-copy writes are ordered before this thread's later (generic) flag stores.
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
 
-// 16 bytes global -> this thread's shared memory, asynchronously (cp.async, L2 only): a load that
-// stays in flight while the thread computes. One group per commit; wait_group<N> leaves at most
-// the N newest groups pending, and what they wrote is then visible to this thread's own loads.
-__device__ __forceinline__ void async_load_16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
-               "l"(gmem)
-               : "memory");
-}
-__device__ __forceinline__ void async_load_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void async_load_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 }  // namespace qr
