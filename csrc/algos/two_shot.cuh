@@ -40,21 +40,38 @@ template <class Codec, DType D>
 struct LaneIO {
   using Packed = typename Codec::Packed;
 
+  // The block's 16-bit scale (4 consecutive lanes share a block of 32) and its inverse.
+  __device__ static uint16_t block_scale_of(const float v[kLaneValues], float& inv) {
+    uint32_t m = lane_absmax_bits(v);
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    const uint16_t scale = block_scale<D>(m, Codec::kDivisor);
+    inv = inverse_scale(to_float<D>(scale));
+    return scale;
+  }
   __device__ static uint16_t encode(const float v[kLaneValues], Packed& p) {
     uint16_t scale = 0;
     float inv = 1.0f;
-    if constexpr (Codec::kScaled) {
-      uint32_t m = lane_absmax_bits(v);  // 4 consecutive lanes share a block of 32
-      m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
-      m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
-      scale = block_scale<D>(m, Codec::kDivisor);
-      inv = inverse_scale(to_float<D>(scale));
-    }
+    if constexpr (Codec::kScaled) scale = block_scale_of(v, inv);
     p = Codec::template encode<D>(v, inv);
     return scale;
   }
   __device__ static void decode(const Packed& p, uint16_t scale, float v[kLaneValues]) {
     Codec::template decode<D>(p, Codec::kScaled ? to_float<D>(scale) : 1.0f, v);
+  }
+  // encode(), then v = what p decodes to: the integer codecs know it from their rounding (a
+  // subtract and a multiply a value), the others decode.
+  __device__ static uint16_t encode_keep(float v[kLaneValues], Packed& p) {
+    if constexpr (Codec::kKeepsDecoded) {
+      float inv;
+      const uint16_t scale = block_scale_of(v, inv);
+      p = Codec::template encode_keep<D>(v, inv, to_float<D>(scale));
+      return scale;
+    } else {
+      const uint16_t scale = encode(v, p);
+      decode(p, scale, v);
+      return scale;
+    }
   }
   __device__ static void store(uint8_t* slot, const SliceLayout<Codec>& sl, int lane, const Packed& p,
                                uint16_t scale) {
@@ -98,6 +115,11 @@ struct LaneIO<LosslessCodec, D> {
   }
   __device__ static void decode(const Packed& p, uint16_t /*scale*/, float v[kLaneValues]) {
     LosslessCodec::decode<D>(p, 1.0f, v);
+  }
+  __device__ static uint16_t encode_keep(float v[kLaneValues], Packed& p) {
+    const uint16_t scale = encode(v, p);
+    decode(p, scale, v);
+    return scale;
   }
   __device__ static void store(uint8_t* body, const Layout& sl, int lane, const Packed& p, uint16_t scale, bool raw) {
     if (raw) {
@@ -376,13 +398,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         for (int k = 0; k < kLaneValues; ++k) acc[k] = src == 0 ? v[k] : acc[k] + v[k];
       }
       Packed p;
-      uint16_t scale = IO::encode(acc, p);
+      const uint16_t scale = IO::encode_keep(acc, p);  // the owner keeps exactly what it broadcasts
+      store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c.first, full, me), acc);
       send_slice(
           p, scale, [&](int j) { return a.workspaces[rank_after(1 + j)] + a.layout.ag_data + c.slots + my_slot; },
           [&](int j) { return form_at(a.workspaces[rank_after(1 + j)] + a.layout.ag_forms, c.index + me); },
           W - 1);
-      IO::decode(p, scale, acc);  // the owner keeps exactly what it broadcast
-      store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c.first, full, me), acc);
     }
     timers.add(Phase::kReduce, t);
     return true;

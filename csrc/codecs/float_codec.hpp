@@ -8,6 +8,7 @@ namespace qr {
 
 struct Fp8Codec {
   static constexpr bool kScaled = true;
+  static constexpr bool kKeepsDecoded = false;  // no encode_keep(): the owner decodes its payload
   static constexpr float kDivisor = kE4m3Max;
   using PlaneA = uint2;  // 8 x e4m3
   struct Packed { PlaneA a; };
@@ -65,6 +66,7 @@ struct Fp8Codec {
 // with three shift-ors).
 struct Fp4Codec {
   static constexpr bool kScaled = true;
+  static constexpr bool kKeepsDecoded = false;  // no encode_keep(): the owner decodes its payload
   static constexpr float kDivisor = 6.0f;
   using PlaneA = uint32_t;  // 8 x e2m1
   struct Packed { PlaneA a; };

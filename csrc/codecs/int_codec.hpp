@@ -15,10 +15,13 @@ struct IntQuant {
   // round(c) in the low mantissa bits for |c| < 2^22. Same result as rint, on host and device.
   static constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
   static constexpr uint32_t kMagicBits = 0x4B400000u;
-  // Biased code in [0, 2*qmax]: unsigned fields pack without sign extension.
-  QR_HD static uint32_t quantize(float v, float inv_scale) {
-    float c = clampf(v * inv_scale, -kDivisor, kDivisor);
-    return float_bits(c + kMagic) - kMagicBits + uint32_t(kQMax);
+  // Biased code in [0, 2*qmax] (unsigned fields pack without sign extension). Also leaves in v
+  // what the code decodes to, (code - qmax) * scale, the same bits as dequantize(): the owner of a
+  // reduced slice keeps its result without decoding it again (encoders that only send ignore it).
+  QR_HD static uint32_t quantize_keep(float& v, float inv_scale, float scale) {
+    const float biased = clampf(v * inv_scale, -kDivisor, kDivisor) + kMagic;  // kMagic + round(c)
+    v = (biased - kMagic) * scale;
+    return float_bits(biased) - kMagicBits + uint32_t(kQMax);
   }
   // (code - qmax) as a float, exactly, by the inverse trick: an integer add and a float add.
   QR_HD static float dequantize(uint32_t code, float scale) {
@@ -41,6 +44,7 @@ struct IntQuant {
 
 struct Int8Codec {
   static constexpr bool kScaled = true;
+  static constexpr bool kKeepsDecoded = true;  // encode_keep(): the decoded values come with the codes
   using Q = IntQuant<8>;
   static constexpr float kDivisor = Q::kDivisor;
   using PlaneA = uint2;  // 8 x 8 bits
@@ -48,12 +52,21 @@ struct Int8Codec {
   static constexpr int kPlaneABytes = sizeof(PlaneA);
   static constexpr int kPlaneBBytes = 0;
 
+  // encode() that leaves in v what p decodes to (scale: the block's stored scale, as decode reads it).
+  template <DType D>
+  QR_HD static Packed encode_keep(float v[kLaneValues], float inv, float scale) {
+    Packed p;
+    p.a.x = Q::quantize_keep(v[0], inv, scale) | Q::quantize_keep(v[1], inv, scale) << 8 |
+            Q::quantize_keep(v[2], inv, scale) << 16 | Q::quantize_keep(v[3], inv, scale) << 24;
+    p.a.y = Q::quantize_keep(v[4], inv, scale) | Q::quantize_keep(v[5], inv, scale) << 8 |
+            Q::quantize_keep(v[6], inv, scale) << 16 | Q::quantize_keep(v[7], inv, scale) << 24;
+    return p;
+  }
   template <DType D>
   QR_HD static Packed encode(const float v[kLaneValues], float inv) {
-    Packed p;
-    p.a.x = Q::quantize(v[0], inv) | Q::quantize(v[1], inv) << 8 | Q::quantize(v[2], inv) << 16 | Q::quantize(v[3], inv) << 24;
-    p.a.y = Q::quantize(v[4], inv) | Q::quantize(v[5], inv) << 8 | Q::quantize(v[6], inv) << 16 | Q::quantize(v[7], inv) << 24;
-    return p;
+    float w[kLaneValues];
+    for (int i = 0; i < kLaneValues; ++i) w[i] = v[i];
+    return encode_keep<D>(w, inv, 0.0f);  // the kept values are dead code here
   }
   template <DType D>
   QR_HD static void decode(const Packed& p, float s, float v[kLaneValues]) {
@@ -74,6 +87,7 @@ struct Int8Codec {
 
 struct Int4Codec {
   static constexpr bool kScaled = true;
+  static constexpr bool kKeepsDecoded = true;  // encode_keep(): the decoded values come with the codes
   using Q = IntQuant<4>;
   static constexpr float kDivisor = Q::kDivisor;
   using PlaneA = uint32_t;  // 8 x 4 bits
@@ -82,11 +96,17 @@ struct Int4Codec {
   static constexpr int kPlaneBBytes = 0;
 
   template <DType D>
-  QR_HD static Packed encode(const float v[kLaneValues], float inv) {
+  QR_HD static Packed encode_keep(float v[kLaneValues], float inv, float scale) {
     Packed p{0};
 #pragma unroll
-    for (int i = 0; i < kLaneValues; ++i) p.a |= Q::quantize(v[i], inv) << (4 * i);
+    for (int i = 0; i < kLaneValues; ++i) p.a |= Q::quantize_keep(v[i], inv, scale) << (4 * i);
     return p;
+  }
+  template <DType D>
+  QR_HD static Packed encode(const float v[kLaneValues], float inv) {
+    float w[kLaneValues];
+    for (int i = 0; i < kLaneValues; ++i) w[i] = v[i];
+    return encode_keep<D>(w, inv, 0.0f);
   }
   template <DType D>
   QR_HD static void decode(const Packed& p, float s, float v[kLaneValues]) {
@@ -104,6 +124,7 @@ struct Int4Codec {
 // stays a power-of-two width (4 + 2 bytes per 8 values).
 struct Int6Codec {
   static constexpr bool kScaled = true;
+  static constexpr bool kKeepsDecoded = true;  // encode_keep(): the decoded values come with the codes
   using Q = IntQuant<6>;
   static constexpr float kDivisor = Q::kDivisor;
   using PlaneA = uint32_t;
@@ -113,15 +134,21 @@ struct Int6Codec {
   static constexpr int kPlaneBBytes = sizeof(PlaneB);
 
   template <DType D>
-  QR_HD static Packed encode(const float v[kLaneValues], float inv) {
+  QR_HD static Packed encode_keep(float v[kLaneValues], float inv, float scale) {
     uint32_t lo = 0, hi = 0;
 #pragma unroll
     for (int i = 0; i < kLaneValues; ++i) {
-      uint32_t q = Q::quantize(v[i], inv);
+      uint32_t q = Q::quantize_keep(v[i], inv, scale);
       lo |= (q & 0xfu) << (4 * i);
       hi |= (q >> 4) << (2 * i);
     }
     return Packed{lo, uint16_t(hi)};
+  }
+  template <DType D>
+  QR_HD static Packed encode(const float v[kLaneValues], float inv) {
+    float w[kLaneValues];
+    for (int i = 0; i < kLaneValues; ++i) w[i] = v[i];
+    return encode_keep<D>(w, inv, 0.0f);
   }
   template <DType D>
   QR_HD static void decode(const Packed& p, float s, float v[kLaneValues]) {

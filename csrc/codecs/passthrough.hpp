@@ -6,6 +6,7 @@ namespace qr {
 
 struct PassthroughCodec {
   static constexpr bool kScaled = false;
+  static constexpr bool kKeepsDecoded = false;  // no encode_keep(): the owner decodes its payload
   static constexpr float kDivisor = 1.0f;
   using PlaneA = uint4;  // 8 x 16-bit values
   struct Packed { PlaneA a; };
