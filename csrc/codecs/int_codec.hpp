@@ -42,11 +42,23 @@ struct IntQuant {
 #endif
 };
 
-struct Int8Codec {
+// What the integer codecs share: a block scale, and encode() as encode_keep() without the kept
+// values (Codec: the derived codec, whose encode_keep() packs the codes).
+template <class Codec, int kBits>
+struct IntCodecBase {
   static constexpr bool kScaled = true;
   static constexpr bool kKeepsDecoded = true;  // encode_keep(): the decoded values come with the codes
-  using Q = IntQuant<8>;
+  using Q = IntQuant<kBits>;
   static constexpr float kDivisor = Q::kDivisor;
+  template <DType D>
+  QR_HD static auto encode(const float v[kLaneValues], float inv) {
+    float w[kLaneValues];
+    for (int i = 0; i < kLaneValues; ++i) w[i] = v[i];
+    return Codec::template encode_keep<D>(w, inv, 0.0f);  // the kept values are dead code here
+  }
+};
+
+struct Int8Codec : IntCodecBase<Int8Codec, 8> {
   using PlaneA = uint2;  // 8 x 8 bits
   struct Packed { PlaneA a; };
   static constexpr int kPlaneABytes = sizeof(PlaneA);
@@ -61,12 +73,6 @@ struct Int8Codec {
     p.a.y = Q::quantize_keep(v[4], inv, scale) | Q::quantize_keep(v[5], inv, scale) << 8 |
             Q::quantize_keep(v[6], inv, scale) << 16 | Q::quantize_keep(v[7], inv, scale) << 24;
     return p;
-  }
-  template <DType D>
-  QR_HD static Packed encode(const float v[kLaneValues], float inv) {
-    float w[kLaneValues];
-    for (int i = 0; i < kLaneValues; ++i) w[i] = v[i];
-    return encode_keep<D>(w, inv, 0.0f);  // the kept values are dead code here
   }
   template <DType D>
   QR_HD static void decode(const Packed& p, float s, float v[kLaneValues]) {
@@ -85,11 +91,7 @@ struct Int8Codec {
   }
 };
 
-struct Int4Codec {
-  static constexpr bool kScaled = true;
-  static constexpr bool kKeepsDecoded = true;  // encode_keep(): the decoded values come with the codes
-  using Q = IntQuant<4>;
-  static constexpr float kDivisor = Q::kDivisor;
+struct Int4Codec : IntCodecBase<Int4Codec, 4> {
   using PlaneA = uint32_t;  // 8 x 4 bits
   struct Packed { PlaneA a; };
   static constexpr int kPlaneABytes = sizeof(PlaneA);
@@ -101,12 +103,6 @@ struct Int4Codec {
 #pragma unroll
     for (int i = 0; i < kLaneValues; ++i) p.a |= Q::quantize_keep(v[i], inv, scale) << (4 * i);
     return p;
-  }
-  template <DType D>
-  QR_HD static Packed encode(const float v[kLaneValues], float inv) {
-    float w[kLaneValues];
-    for (int i = 0; i < kLaneValues; ++i) w[i] = v[i];
-    return encode_keep<D>(w, inv, 0.0f);
   }
   template <DType D>
   QR_HD static void decode(const Packed& p, float s, float v[kLaneValues]) {
@@ -122,11 +118,7 @@ struct Int4Codec {
 
 // 6 bits split into two planes, the low 4 bits (like int4) and the high 2 bits, so every store
 // stays a power-of-two width (4 + 2 bytes per 8 values).
-struct Int6Codec {
-  static constexpr bool kScaled = true;
-  static constexpr bool kKeepsDecoded = true;  // encode_keep(): the decoded values come with the codes
-  using Q = IntQuant<6>;
-  static constexpr float kDivisor = Q::kDivisor;
+struct Int6Codec : IntCodecBase<Int6Codec, 6> {
   using PlaneA = uint32_t;
   using PlaneB = uint16_t;
   struct Packed { PlaneA a; PlaneB b; };
@@ -143,12 +135,6 @@ struct Int6Codec {
       hi |= (q >> 4) << (2 * i);
     }
     return Packed{lo, uint16_t(hi)};
-  }
-  template <DType D>
-  QR_HD static Packed encode(const float v[kLaneValues], float inv) {
-    float w[kLaneValues];
-    for (int i = 0; i < kLaneValues; ++i) w[i] = v[i];
-    return encode_keep<D>(w, inv, 0.0f);
   }
   template <DType D>
   QR_HD static void decode(const Packed& p, float s, float v[kLaneValues]) {
