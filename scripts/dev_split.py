@@ -1,6 +1,8 @@
 # Throwaway dev timing (not the product bench): one call split between the one-shot (first part,
 # caller's stream) and a small two-shot grid (the rest, a side stream), both in flight at once.
 # Question: does the store-pushed one-shot leave NVLink room that the bulk-copy two-shot can use?
+# Outside the API's contract (communicator.hpp: one call at a time per communicator): it works
+# here only because the one-shot and the two-shot use disjoint workspace regions and epochs.
 import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
 import harness

@@ -9,9 +9,10 @@
 //   2. reduce:  wait for rs_flags[slot][*], decode every peer's contribution, add my own values
 //      exactly (they never cross the link: 8-19% less codec time and a lower error; the result
 //      then depends on who owns what, a rule the CPU twin shares: two_shot_layout.hpp), sum in
-//      fp32 in rank order, encode the sum once, push it to every peer's ag_data[t][me], decode
-//      my own copy of that same payload into the output (the owner holds exactly what everyone
-//      else gets); signal ag_flags.
+//      fp32 in rank order, encode the sum once, store into the output what that payload decodes
+//      to (the integer codecs know it from their rounding; the others decode: the owner holds
+//      exactly what everyone else gets), push the payload to every peer's ag_data[t][me];
+//      signal ag_flags.
 //   3. gather:  wait for ag_flags[slot][*], decode each owner's payload into the output.
 // Pushes: every slice is staged in shared memory and sent by the SM's bulk-copy unit.
 // The same CTA index handles the same tiles on every rank (same grid, same message).
@@ -60,7 +61,7 @@ struct LaneIO {
     Codec::template decode<D>(p, Codec::kScaled ? to_float<D>(scale) : 1.0f, v);
   }
   // encode(), then v = what p decodes to: the integer codecs know it from their rounding (a
-  // subtract and a multiply a value), the others decode.
+  // subtract and a multiply per value), the others decode.
   __device__ static uint16_t encode_keep(float v[kLaneValues], Packed& p) {
     if constexpr (Codec::kKeepsDecoded) {
       float inv;
@@ -160,14 +161,18 @@ constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;
 // lane's HBM latency overlaps this lane's encode and send, where the kernel had one 16-byte load
 // in flight per thread and a full latency to wait per slice. Use: issue() the first lane, then
 // per lane take() it and issue() the next; a lane cut by the tensor's end is loaded when taken.
+// kAhead = false loads at take(): the W=4/8 kernels, where the live register made most of them
+// spill (12-84 bytes) and no 4- or 8-GPU machine was there to time it (NOTES change 33).
+template <bool kAhead>
 struct LaneFetcher {
   uint4 next;
   __device__ void issue(const uint16_t* p, ptrdiff_t valid) {
-    if (valid >= kLaneValues) next = *reinterpret_cast<const uint4*>(p);
+    if constexpr (kAhead)
+      if (valid >= kLaneValues) next = *reinterpret_cast<const uint4*>(p);
   }
   template <DType D>
   __device__ void take(const uint16_t* p, ptrdiff_t valid, float v[kLaneValues]) {
-    if (valid >= kLaneValues) {
+    if (kAhead && valid >= kLaneValues) {
       unpack_lane<D>(next, v);
     } else {
       load_lane<D>(p, valid, v);
@@ -335,7 +340,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     return full ? ptrdiff_t(kLaneValues) : ptrdiff_t(a.numel) - ptrdiff_t(first + s * slice_values + lane_offset);
   };
   const uint16_t* in_lane = in + lane_offset;
-  LaneFetcher fetch;
+  LaneFetcher<kWorld == 2> fetch;
   // Issues my input lane of slice s of the tile starting at value `first`.
   auto fetch_input = [&](size_t first, int s) {
     fetch.issue(in_lane + first + s * slice_values, lane_valid(first, first + tile_values <= a.numel, s));
