@@ -11,18 +11,38 @@ namespace {
 
 // Quantize and dequantize one block of 32 fp32 values in place, exactly as the kernels do it
 // (the kernels split it: encode on the sender, decode on the receiver).
+// The block's scale (as decode reads it) and its inverse (as encode uses it); 1 and 1 unscaled.
 template <class Codec, DType D>
-void round_trip_block(float v[kBlockValues]) {
-  float scale = 1.0f, inv = 1.0f;
+void block_scale_and_inverse(const float v[kBlockValues], float& scale, float& inv) {
+  scale = inv = 1.0f;
   if constexpr (Codec::kScaled) {
     uint32_t absmax = 0;
     for (int l = 0; l < kLanesPerBlock; ++l) absmax = std::max(absmax, lane_absmax_bits(v + l * kLaneValues));
     scale = to_float<D>(block_scale<D>(absmax, Codec::kDivisor));
     inv = inverse_scale(scale);
   }
+}
+
+template <class Codec, DType D>
+void round_trip_block(float v[kBlockValues]) {
+  float scale, inv;
+  block_scale_and_inverse<Codec, D>(v, scale, inv);
   for (int l = 0; l < kLanesPerBlock; ++l) {
     auto packed = Codec::template encode<D>(v + l * kLaneValues, inv);
     Codec::template decode<D>(packed, scale, v + l * kLaneValues);
+  }
+}
+
+// What the owner of a reduced block keeps, the kernels' way: the integer codecs' encode_keep()
+// (values from the rounding itself), the others encode and decode.
+template <class Codec, DType D>
+void owner_block(float v[kBlockValues]) {
+  if constexpr (Codec::kKeepsDecoded) {
+    float scale, inv;
+    block_scale_and_inverse<Codec, D>(v, scale, inv);
+    for (int l = 0; l < kLanesPerBlock; ++l) Codec::template encode_keep<D>(v + l * kLaneValues, inv, scale);
+  } else {
+    round_trip_block<Codec, D>(v);
   }
 }
 
@@ -42,6 +62,19 @@ void twin_round_trip(const uint16_t* x, uint16_t* out, size_t n, DType dtype, Co
       float v[kBlockValues] = {};
       for (size_t i = 0; i < count; ++i) v[i] = to_float<D>(x[base + i]);
       round_trip_block<Codec, D>(v);
+      for (size_t i = 0; i < count; ++i) out[base + i] = from_float<D>(v[i]);
+    });
+  });
+}
+
+void twin_owner_round_trip(const uint16_t* x, uint16_t* out, size_t n, DType dtype, CodecId codec) {
+  dispatch_codec(codec, dtype, [&](auto codec_t, auto d) {
+    using Codec = decltype(codec_t);
+    constexpr DType D = decltype(d)::value;
+    for_each_block(n, [&](size_t base, size_t count) {
+      float v[kBlockValues] = {};
+      for (size_t i = 0; i < count; ++i) v[i] = to_float<D>(x[base + i]);
+      owner_block<Codec, D>(v);
       for (size_t i = 0; i < count; ++i) out[base + i] = from_float<D>(v[i]);
     });
   });

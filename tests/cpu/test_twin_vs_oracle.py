@@ -305,3 +305,33 @@ def test_oracle_error_levels_match_design_notes(data):
         out = oracle.to_f32(oracle.all_reduce(xs, "bf16", codec), "bf16")
         rel = np.linalg.norm(out - ref) / np.linalg.norm(ref)
         assert want / 1.2 < rel < want * 1.2, f"{data} {codec}: rel-L2 {rel:.3g}, notes say {want:.3g}"
+
+
+# ---- the owner's kept values (two-shot, second shot) --------------------------------------------
+
+def assert_bits_equal(got, exp, what):
+    got, exp = np.asarray(got), np.asarray(exp)
+    bad = got != exp
+    assert not bad.any(), (f"{what}: {int(bad.sum())}/{bad.size} differ; first at {int(np.flatnonzero(bad)[0])}: "
+                           f"0x{int(exp[bad][0]):04x} decoded vs 0x{int(got[bad][0]):04x} kept")
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_owner_keeps_the_decoded_bits(C, dtype, codec):
+    """The owner takes its output from encode_keep (integer codecs) while every other rank decodes
+    the payload: both must give the same bits, sign of zero and NaN included, or ranks differ."""
+    rng = np.random.default_rng(11)
+    cases = dict(edge_cases(dtype), gauss=gauss(rng, 4096, dtype), wide=gauss(rng, 4096, dtype, 1e4))
+    for name, x in cases.items():
+        assert_bits_equal(C.twin_owner_round_trip(x, dtype, codec), C.twin_round_trip(x, dtype, codec),
+                          f"{dtype} {codec} {name}")
+
+
+@_fast
+@given(bits=st.lists(st.integers(0, 0xFFFF), min_size=1, max_size=200),
+       dtype=st.sampled_from(DTYPES), codec=st.sampled_from(CODECS))
+def test_owner_keeps_the_decoded_bits_any_bits(C, bits, dtype, codec):
+    x = np.array(bits, np.uint16)
+    assert_bits_equal(C.twin_owner_round_trip(x, dtype, codec), C.twin_round_trip(x, dtype, codec),
+                      f"{dtype} {codec} x={x.tolist()}")
