@@ -64,19 +64,14 @@ void register_twin(nb::module_& m) {
   }, "name"_a);
   m.def("codec_id", [](const std::string& name) { return int(parse_codec(name)); }, "name"_a);
 
-  m.def("twin_round_trip", [](Bits x, const std::string& dtype, const std::string& codec) {
+  m.def("twin_round_trip", [](Bits x, const std::string& dtype, const std::string& codec, bool as_owner) {
     std::vector<uint16_t>* out;
     auto arr = new_array(x.shape(0), &out);
-    qr::twin_round_trip(x.data(), out->data(), x.shape(0), parse_dtype(dtype), parse_codec(codec));
+    qr::twin_round_trip(x.data(), out->data(), x.shape(0), parse_dtype(dtype), parse_codec(codec), as_owner);
     return arr;
-  }, "x"_a, "dtype"_a, "codec"_a, "One quantize/dequantize round trip, blockwise: to_T(D(Q(x))).");
-
-  m.def("twin_owner_round_trip", [](Bits x, const std::string& dtype, const std::string& codec) {
-    std::vector<uint16_t>* out;
-    auto arr = new_array(x.shape(0), &out);
-    qr::twin_owner_round_trip(x.data(), out->data(), x.shape(0), parse_dtype(dtype), parse_codec(codec));
-    return arr;
-  }, "x"_a, "dtype"_a, "codec"_a, "What the two-shot's owner keeps of a reduced block, the kernels' way; must equal twin_round_trip.");
+  }, "x"_a, "dtype"_a, "codec"_a, "as_owner"_a = false,
+        "One quantize/dequantize round trip, blockwise: to_T(D(Q(x))); as_owner: computed the way the "
+        "two-shot's owner keeps its result (the same bits).");
 
   m.def("lossless_pack_round_trip", [](Bits x) {
     const size_t n = x.shape(0), blocks = (n + qr::kBlockValues - 1) / qr::kBlockValues;

@@ -54,27 +54,18 @@ void for_each_block(size_t n, Fn&& fn) {
 
 }  // namespace
 
-void twin_round_trip(const uint16_t* x, uint16_t* out, size_t n, DType dtype, CodecId codec) {
+void twin_round_trip(const uint16_t* x, uint16_t* out, size_t n, DType dtype, CodecId codec, bool as_owner) {
   dispatch_codec(codec, dtype, [&](auto codec_t, auto d) {
     using Codec = decltype(codec_t);
     constexpr DType D = decltype(d)::value;
     for_each_block(n, [&](size_t base, size_t count) {
       float v[kBlockValues] = {};
       for (size_t i = 0; i < count; ++i) v[i] = to_float<D>(x[base + i]);
-      round_trip_block<Codec, D>(v);
-      for (size_t i = 0; i < count; ++i) out[base + i] = from_float<D>(v[i]);
-    });
-  });
-}
-
-void twin_owner_round_trip(const uint16_t* x, uint16_t* out, size_t n, DType dtype, CodecId codec) {
-  dispatch_codec(codec, dtype, [&](auto codec_t, auto d) {
-    using Codec = decltype(codec_t);
-    constexpr DType D = decltype(d)::value;
-    for_each_block(n, [&](size_t base, size_t count) {
-      float v[kBlockValues] = {};
-      for (size_t i = 0; i < count; ++i) v[i] = to_float<D>(x[base + i]);
-      owner_block<Codec, D>(v);
+      if (as_owner) {
+        owner_block<Codec, D>(v);
+      } else {
+        round_trip_block<Codec, D>(v);
+      }
       for (size_t i = 0; i < count; ++i) out[base + i] = from_float<D>(v[i]);
     });
   });

@@ -8,13 +8,11 @@
 
 namespace qr {
 
-// out = to_T(D(Q(x))): one quantize/dequantize round trip, blockwise.
-void twin_round_trip(const uint16_t* x, uint16_t* out, size_t n, DType dtype, CodecId codec);
-
-// What the two-shot's owner keeps of a reduced block, computed as the kernels compute it (the
-// integer codecs' encode_keep, else encode and decode): must equal twin_round_trip bit for bit,
-// or the owner would hold other bits than the ranks that decode its payload.
-void twin_owner_round_trip(const uint16_t* x, uint16_t* out, size_t n, DType dtype, CodecId codec);
+// out = to_T(D(Q(x))): one quantize/dequantize round trip, blockwise. as_owner: computed the way
+// the two-shot's owner gets its own result (the integer codecs' encode_keep, else encode and
+// decode), which must give the same bits, or the owner would hold other bits than the ranks that
+// decode its payload.
+void twin_round_trip(const uint16_t* x, uint16_t* out, size_t n, DType dtype, CodecId codec, bool as_owner = false);
 
 // out = to_T(D(Q(sum_r c_r))) with the sum in fp32 in rank order, where c_r = x_r for the rank
 // that owns the value (value i: rank (i / slice_values) % world_size) and D(Q(x_r)) otherwise.

@@ -309,8 +309,10 @@ def test_oracle_error_levels_match_design_notes(data):
 
 # ---- the owner's kept values (two-shot, second shot) --------------------------------------------
 
-def assert_bits_equal(got, exp, what):
-    got, exp = np.asarray(got), np.asarray(exp)
+def assert_owner_keeps_decoded_bits(C, x, dtype, codec, what):
+    """The owner takes its output from encode_keep (integer codecs) while every other rank decodes
+    the payload: both must give the same bits, sign of zero and NaN included, or ranks differ."""
+    got, exp = C.twin_round_trip(x, dtype, codec, as_owner=True), C.twin_round_trip(x, dtype, codec)
     bad = got != exp
     assert not bad.any(), (f"{what}: {int(bad.sum())}/{bad.size} differ; first at {int(np.flatnonzero(bad)[0])}: "
                            f"0x{int(exp[bad][0]):04x} decoded vs 0x{int(got[bad][0]):04x} kept")
@@ -319,19 +321,14 @@ def assert_bits_equal(got, exp, what):
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_owner_keeps_the_decoded_bits(C, dtype, codec):
-    """The owner takes its output from encode_keep (integer codecs) while every other rank decodes
-    the payload: both must give the same bits, sign of zero and NaN included, or ranks differ."""
     rng = np.random.default_rng(11)
     cases = dict(edge_cases(dtype), gauss=gauss(rng, 4096, dtype), wide=gauss(rng, 4096, dtype, 1e4))
     for name, x in cases.items():
-        assert_bits_equal(C.twin_owner_round_trip(x, dtype, codec), C.twin_round_trip(x, dtype, codec),
-                          f"{dtype} {codec} {name}")
+        assert_owner_keeps_decoded_bits(C, x, dtype, codec, f"{dtype} {codec} {name}")
 
 
 @_fast
 @given(bits=st.lists(st.integers(0, 0xFFFF), min_size=1, max_size=200),
        dtype=st.sampled_from(DTYPES), codec=st.sampled_from(CODECS))
 def test_owner_keeps_the_decoded_bits_any_bits(C, bits, dtype, codec):
-    x = np.array(bits, np.uint16)
-    assert_bits_equal(C.twin_owner_round_trip(x, dtype, codec), C.twin_round_trip(x, dtype, codec),
-                      f"{dtype} {codec} x={x.tolist()}")
+    assert_owner_keeps_decoded_bits(C, np.array(bits, np.uint16), dtype, codec, f"{dtype} {codec} x={bits}")
