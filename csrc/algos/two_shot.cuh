@@ -161,8 +161,8 @@ constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;
 // lane's HBM latency overlaps this lane's encode and send, where the kernel had one 16-byte load
 // in flight per thread and a full latency to wait per slice. Use: issue() the first lane, then
 // per lane take() it and issue() the next; a lane cut by the tensor's end is loaded when taken.
-// kAhead = false loads at take(): the W=4/8 kernels, where the live register made most of them
-// spill (12-84 bytes) and no 4- or 8-GPU machine was there to time it (NOTES change 33).
+// kAhead = false loads at take(): every world size but 2, where the live register made most
+// kernels spill (12-84 bytes) and no 4- or 8-GPU machine was there to time it (NOTES change 33).
 template <bool kAhead>
 struct LaneFetcher {
   uint4 next;

@@ -9,8 +9,6 @@
 namespace qr {
 namespace {
 
-// Quantize and dequantize one block of 32 fp32 values in place, exactly as the kernels do it
-// (the kernels split it: encode on the sender, decode on the receiver).
 // The block's scale (as decode reads it) and its inverse (as encode uses it); 1 and 1 unscaled.
 template <class Codec, DType D>
 void block_scale_and_inverse(const float v[kBlockValues], float& scale, float& inv) {
@@ -23,6 +21,8 @@ void block_scale_and_inverse(const float v[kBlockValues], float& scale, float& i
   }
 }
 
+// Quantize and dequantize one block of 32 fp32 values in place, exactly as the kernels do it
+// (the kernels split it: encode on the sender, decode on the receiver).
 template <class Codec, DType D>
 void round_trip_block(float v[kBlockValues]) {
   float scale, inv;
