@@ -152,15 +152,7 @@ struct LaneIO<LosslessCodec, D> {
   }
 };
 
-constexpr int kStageSlots = 4;
-#ifndef QR_STAGGER_MIN_GROUPS
-#define QR_STAGGER_MIN_GROUPS 4
-#endif
-constexpr size_t kStaggerMinGroups = QR_STAGGER_MIN_GROUPS;  // fewer groups: no stagger
-#ifndef QR_STAGGER_PHASES
-#define QR_STAGGER_PHASES 4
-#endif
-constexpr size_t kStaggerPhases = QR_STAGGER_PHASES;  // slices in flight per CTA through the bulk-copy unit
+constexpr int kStageSlots = 4;  // slices in flight per CTA through the bulk-copy unit
 // Widest slice: 16-bit values. Slots (and the slices' destinations) stay 128-byte aligned: a
 // 16-byte shift between them made the bulk copies ~25% slower (bench/NOTES.md run 47).
 constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;
@@ -317,15 +309,9 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   const size_t n_groups = a.groups > 0 ? size_t(a.groups)
                                        : two_shot_auto_groups(push_bytes, kPassthrough);
   const size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
-  // Staggered steps: CTA quarter q (of the grid) makes its first group q/4 of a group shorter, so
-  // the CTAs' gathers and announces (no push of their own in flight) fall at different times
-  // instead of every CTA leaving the link idle at once.
-  const size_t quarter = size_t(blockIdx.x) * kStaggerPhases / gridDim.x;
-  const size_t lead = n_groups >= kStaggerMinGroups ? per_group - per_group * quarter / kStaggerPhases : per_group;
-  const size_t groups = my_tiles == 0 ? 0 : my_tiles <= lead ? 1 : 1 + (my_tiles - lead + per_group - 1) / per_group;
-  auto group_start = [&](size_t g) { return g == 0 ? size_t(0) : lead + (g - 1) * per_group; };
-  auto tile_of = [&](size_t g, size_t i) { return blockIdx.x + (group_start(g) + i) * gridDim.x; };
-  auto group_size = [&](size_t g) { return min(g == 0 ? lead : per_group, my_tiles - group_start(g)); };
+  const size_t groups = (my_tiles + per_group - 1) / per_group;
+  auto tile_of = [&](size_t g, size_t i) { return blockIdx.x + (g * per_group + i) * gridDim.x; };
+  auto group_size = [&](size_t g) { return min(per_group, my_tiles - g * per_group); };
 
   // Addresses walk a group's tiles one grid stride at a time: recomputing them from the tile
   // index in 64-bit arithmetic was about half of what an int4 scatter step executed.
