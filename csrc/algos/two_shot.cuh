@@ -188,9 +188,16 @@ struct LaneFetcher {
 // index arithmetic folds), or 0 for any other size (read from the arguments).
 // The lossless kernels need more than 32 registers (a lane's raw values stay live across the slice's
 // vote, for the rare raw restage): 3 per SM, which also measured faster than 4 (run 49).
+#ifndef QR_CODEC_CTAS_PER_SM
+#define QR_CODEC_CTAS_PER_SM 4
+#endif
 template <class Codec>
-constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> ? 3 : 4;
-template <class Codec, DType D, int kWorld>
+constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec>      ? 3
+                                  : std::is_same_v<Codec, PassthroughCodec> ? 4
+                                                                            : QR_CODEC_CTAS_PER_SM;
+// kThreads: the CTA size as a compile-time constant (the slice layout and strides fold), or 0 for
+// blockDim.x.
+template <class Codec, DType D, int kWorld, int kThreads = 0>
 __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
@@ -217,7 +224,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   PhaseTimers timers;  // empty unless built with QR_PHASE_TIMERS
   timers.begin();
   const int W = kWorld > 0 ? kWorld : a.world_size, me = a.rank, lane = threadIdx.x;
-  const size_t slice_values = size_t(blockDim.x) * kLaneValues;
+  const size_t slice_values = size_t(kThreads > 0 ? kThreads : blockDim.x) * kLaneValues;
   const size_t tile_values = slice_values * W;
   const size_t num_tiles = (a.numel + tile_values - 1) / tile_values;
   const auto sl = SliceLayout<Codec>::make(slice_values);
