@@ -152,6 +152,12 @@ struct LaneIO<LosslessCodec, D> {
   }
 };
 
+#ifndef QR_TILE_RANGES
+#define QR_TILE_RANGES 1
+#endif
+#ifndef QR_PAIRS
+#define QR_PAIRS 1
+#endif
 constexpr int kStageSlots = 4;  // slices in flight per CTA through the bulk-copy unit
 // Widest slice: 16-bit values. Slots (and the slices' destinations) stay 128-byte aligned: a
 // 16-byte shift between them made the bulk copies ~25% slower (bench/NOTES.md run 47).
@@ -203,6 +209,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   using Packed = typename Codec::Packed;
   constexpr bool kPassthrough = std::is_same_v<Codec, PassthroughCodec>;  // groups and step order differ
   constexpr bool kLossless = std::is_same_v<Codec, LosslessCodec>;        // slices packed or raw
+  // On 2 GPUs, where a slot holds two slices: two consecutive tiles' slices for the same owner
+  // are staged side by side and sent as one copy (they lie side by side there too).
+  constexpr bool kPairs = QR_PAIRS && QR_TILE_RANGES && kWorld == 2 && kThreads > 0 && !kLossless &&
+                          2 * SliceLayout<Codec>::make(size_t(kThreads) * kLaneValues).total <= kStageBytes;
   grid_dependency_wait();
   grid_dependents_launch();
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
@@ -260,9 +270,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   // issues), each slice as one contiguous write to every destination.
   uint32_t staged = 0;  // slices staged by this CTA so far; slot = staged % kStageSlots
   // dest_slot(j) / form_slot(j): the j-th destination's slot and (lossless only) its form word.
-  auto send_slice = [&](const Packed& p, uint16_t scale, auto dest_slot, auto form_slot, int n_dests) {
+  // With kPairs, part 0 is staged and kept (flush = false) and part 1 goes beside it; the flush
+  // sends both to the first part's destination slot in one copy.
+  auto send_slice = [&](const Packed& p, uint16_t scale, auto dest_slot, auto form_slot, int n_dests,
+                        uint32_t part = 0, bool flush = true) {
     uint8_t* stage = s_stage + (staged % kStageSlots) * kStageBytes;
-    uint32_t bytes = uint32_t(sl.total);
+    uint32_t bytes = uint32_t(sl.total) * (part + 1);
     const long long t = timers.now();
     if constexpr (kLossless) {
       // Packed optimistically; the barrier's vote says whether any lane did not fit (then the
@@ -280,7 +293,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         for (int j = 0; j < n_dests; ++j) *form_slot(j) = raw ? kSliceRaw : kSlicePacked;
       bytes = uint32_t(raw ? sl.raw : sl.packed);
     } else {
-      IO::store(stage, sl, lane, p, scale);
+      IO::store(stage + part * sl.total, sl, lane, p, scale);
+      if (!flush) return;
       fence_proxy_async_shared();
       if (lane == 0) bulk_wait_read<kStageSlots - 2>();  // frees the slot the next slice uses
       __syncthreads();
@@ -310,14 +324,26 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   // group g is reduced and g-1 gathered, so NVLink transfers overlap codec work and waits. (A
   // handshake per tile put two round trips on every tile's critical path: 2x slower at 1 GB.)
   const size_t lane_offset = size_t(lane) * kLaneValues;
+#if QR_TILE_RANGES
+  // Each CTA owns a contiguous range of tiles, and data regions are laid out [src][tile], so the
+  // slices a CTA sends one owner for consecutive tiles are consecutive in the owner's memory.
+  const size_t tiles_q = num_tiles / gridDim.x, tiles_r = num_tiles % gridDim.x;
+  const size_t my_tiles = tiles_q + (blockIdx.x < tiles_r ? 1 : 0);
+  const size_t tile_base = blockIdx.x * tiles_q + min(size_t(blockIdx.x), tiles_r);
+#else
   const size_t my_tiles = blockIdx.x < num_tiles ? (num_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+#endif
   // Groups = 0: chosen by the bytes this CTA pushes per phase (two_shot_auto_groups, measured).
   const size_t push_bytes = my_tiles * size_t(W - 1) * sl.total;
   const size_t n_groups = a.groups > 0 ? size_t(a.groups)
                                        : two_shot_auto_groups(push_bytes, kPassthrough);
   const size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
   const size_t groups = (my_tiles + per_group - 1) / per_group;
+#if QR_TILE_RANGES
+  auto tile_of = [&](size_t g, size_t i) { return tile_base + g * per_group + i; };
+#else
   auto tile_of = [&](size_t g, size_t i) { return blockIdx.x + (g * per_group + i) * gridDim.x; };
+#endif
   auto group_size = [&](size_t g) { return min(per_group, my_tiles - g * per_group); };
 
   // Addresses walk a group's tiles one grid stride at a time: recomputing them from the tile
@@ -327,15 +353,23 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     size_t slots;  // byte offset of the tile's first slot in rs_data / ag_data
     size_t index;  // index of that slot (tile * W): its form word, for the lossless codec
   };
+#if QR_TILE_RANGES
+  const size_t value_stride = tile_values;
+  const size_t slot_stride = sl.total;
+  const size_t index_stride = W;
+  const size_t src_stride = num_tiles * sl.total;  // bytes between two sources' slots of a tile
+#else
   const size_t value_stride = size_t(gridDim.x) * tile_values;
   const size_t slot_stride = size_t(gridDim.x) * W * sl.total;
   const size_t index_stride = size_t(gridDim.x) * W;
-  const size_t my_slot = size_t(me) * sl.total;
+  const size_t src_stride = sl.total;
+#endif
+  const size_t my_slot = size_t(me) * src_stride;
   // The form word of slot `index` of a data region (lossless codec only).
   auto form_at = [&](uint8_t* forms, size_t index) { return reinterpret_cast<uint32_t*>(forms) + index; };
   auto cursor = [&](size_t g) {
     const size_t t = tile_of(g, 0);
-    return TileCursor{t * tile_values, t * W * sl.total, t * W};
+    return TileCursor{t * tile_values, t * (QR_TILE_RANGES ? 1 : W) * sl.total, t * W};
   };
   auto advance = [&](TileCursor& c) {
     c.first += value_stride;
@@ -378,9 +412,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         }
         Packed p;
         uint16_t scale = IO::encode(v, p);
+        const uint32_t part = kPairs ? (i & 1u) : 0u;  // kPairs: tiles (0, 1), (2, 3)... of the group
         send_slice(
-            p, scale, [&](int) { return a.workspaces[d] + a.layout.rs_data + c.slots + my_slot; },
-            [&](int) { return form_at(a.workspaces[d] + a.layout.rs_forms, c.index + me); }, 1);
+            p, scale,
+            [&](int) { return a.workspaces[d] + a.layout.rs_data + (c.slots - part * sl.total) + my_slot; },
+            [&](int) { return form_at(a.workspaces[d] + a.layout.rs_forms, c.index + me); }, 1, part,
+            part == 1 || i + 1 == n || !kPairs);
       }
     }
   };
@@ -403,7 +440,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
           if (i + 1 < n) fetch_input(c.first + value_stride, me);
         } else {
           scale =
-              IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.rs_forms, c.index + src));
+              IO::load(slots + src * src_stride, sl, lane, p, form_at(local + a.layout.rs_forms, c.index + src));
           IO::decode(p, scale, v);
         }
 #pragma unroll
@@ -412,10 +449,14 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
       Packed p;
       const uint16_t scale = IO::encode_keep(acc, p);  // the owner keeps exactly what it broadcasts
       store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c.first, full, me), acc);
+      const uint32_t part = kPairs ? (i & 1u) : 0u;
       send_slice(
-          p, scale, [&](int j) { return a.workspaces[rank_after(1 + j)] + a.layout.ag_data + c.slots + my_slot; },
-          [&](int j) { return form_at(a.workspaces[rank_after(1 + j)] + a.layout.ag_forms, c.index + me); },
-          W - 1);
+          p, scale,
+          [&](int j) {
+            return a.workspaces[rank_after(1 + j)] + a.layout.ag_data + (c.slots - part * sl.total) + my_slot;
+          },
+          [&](int j) { return form_at(a.workspaces[rank_after(1 + j)] + a.layout.ag_forms, c.index + me); }, W - 1,
+          part, part == 1 || i + 1 == n || !kPairs);
     }
     timers.add(Phase::kReduce, t);
     return true;
@@ -432,7 +473,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         Packed p;
         float v[kLaneValues];
         uint16_t scale =
-            IO::load(slots + src * sl.total, sl, lane, p, form_at(local + a.layout.ag_forms, c.index + src));
+            IO::load(slots + src * src_stride, sl, lane, p, form_at(local + a.layout.ag_forms, c.index + src));
         IO::decode(p, scale, v);
         store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c.first, full, src), v);
       }
