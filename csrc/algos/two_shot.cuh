@@ -161,7 +161,14 @@ struct LaneIO<LosslessCodec, D> {
 constexpr int kStageSlots = 4;  // slices in flight per CTA through the bulk-copy unit
 // Widest slice: 16-bit values. Slots (and the slices' destinations) stay 128-byte aligned: a
 // 16-byte shift between them made the bulk copies ~25% slower (bench/NOTES.md run 47).
-constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;
+#ifndef QR_STAGE_BYTES
+#define QR_STAGE_BYTES (kTwoShotMaxThreads * kLaneValues * 2)
+#endif
+#ifndef QR_MAX_PARTS
+#define QR_MAX_PARTS 2
+#endif
+constexpr size_t kStageBytes = QR_STAGE_BYTES;
+static_assert(kStageBytes >= size_t(kTwoShotMaxThreads) * kLaneValues * 2 && kStageBytes % 128 == 0);
 
 // The user's input lanes a phase reads, each loaded one lane ahead into registers: the next
 // lane's HBM latency overlaps this lane's encode and send, where the kernel had one 16-byte load
@@ -211,8 +218,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   constexpr bool kLossless = std::is_same_v<Codec, LosslessCodec>;        // slices packed or raw
   // On 2 GPUs, where a slot holds two slices: two consecutive tiles' slices for the same owner
   // are staged side by side and sent as one copy (they lie side by side there too).
-  constexpr bool kPairs = QR_PAIRS && QR_TILE_RANGES && kWorld == 2 && kThreads > 0 && !kLossless &&
-                          2 * SliceLayout<Codec>::make(size_t(kThreads) * kLaneValues).total <= kStageBytes;
+  constexpr size_t kFixedSlice = SliceLayout<Codec>::make(size_t(kThreads > 0 ? kThreads : 1) * kLaneValues).total;
+  constexpr uint32_t kParts = QR_PAIRS && QR_TILE_RANGES && kWorld == 2 && kThreads > 0 && !kLossless
+                                  ? uint32_t(kStageBytes / kFixedSlice < QR_MAX_PARTS ? kStageBytes / kFixedSlice
+                                                                                      : QR_MAX_PARTS)
+                                  : 1u;
+  constexpr bool kPairs = kParts > 1;
   grid_dependency_wait();
   grid_dependents_launch();
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
@@ -399,6 +410,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     TileCursor c = cursor(g);
     const uint32_t n = uint32_t(group_size(g));
     if (n) fetch_input(c.first, rank_after(1));
+    uint32_t part = 0;  // kPairs: this tile's place among the slices staged for one copy
     for (uint32_t i = 0; i < n; ++i, advance(c)) {
       const bool full = c.first + tile_values <= a.numel;
       for (int j = 1; j < W; ++j) {
@@ -412,12 +424,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         }
         Packed p;
         uint16_t scale = IO::encode(v, p);
-        const uint32_t part = kPairs ? (i & 1u) : 0u;  // kPairs: tiles (0, 1), (2, 3)... of the group
+        const bool flush = part + 1 == kParts || i + 1 == n;
         send_slice(
             p, scale,
             [&](int) { return a.workspaces[d] + a.layout.rs_data + (c.slots - part * sl.total) + my_slot; },
-            [&](int) { return form_at(a.workspaces[d] + a.layout.rs_forms, c.index + me); }, 1, part,
-            part == 1 || i + 1 == n || !kPairs);
+            [&](int) { return form_at(a.workspaces[d] + a.layout.rs_forms, c.index + me); }, 1, part, flush);
+        part = flush ? 0 : part + 1;
       }
     }
   };
@@ -427,6 +439,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     if (n) fetch_input(c.first, me);  // my first lane loads while the peers' flags are awaited
     if (!timed_wait(rs_flags, g, 1, Phase::kWaitScatter)) return false;
     const long long t = timers.now();
+    uint32_t part = 0;
     for (uint32_t i = 0; i < n; ++i, advance(c)) {
       const bool full = c.first + tile_values <= a.numel;
       const uint8_t* slots = local + a.layout.rs_data + c.slots;
@@ -449,14 +462,15 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
       Packed p;
       const uint16_t scale = IO::encode_keep(acc, p);  // the owner keeps exactly what it broadcasts
       store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c.first, full, me), acc);
-      const uint32_t part = kPairs ? (i & 1u) : 0u;
+      const bool flush = part + 1 == kParts || i + 1 == n;
       send_slice(
           p, scale,
           [&](int j) {
             return a.workspaces[rank_after(1 + j)] + a.layout.ag_data + (c.slots - part * sl.total) + my_slot;
           },
           [&](int j) { return form_at(a.workspaces[rank_after(1 + j)] + a.layout.ag_forms, c.index + me); }, W - 1,
-          part, part == 1 || i + 1 == n || !kPairs);
+          part, flush);
+      part = flush ? 0 : part + 1;
     }
     timers.add(Phase::kReduce, t);
     return true;
