@@ -164,6 +164,9 @@ constexpr int kStageSlots = 4;  // slices in flight per CTA through the bulk-cop
 #ifndef QR_STAGE_BYTES
 #define QR_STAGE_BYTES (kTwoShotMaxThreads * kLaneValues * 2)
 #endif
+#ifndef QR_SPLIT_FULL
+#define QR_SPLIT_FULL 1
+#endif
 #ifndef QR_MAX_PARTS
 #define QR_MAX_PARTS 2
 #endif
@@ -394,8 +397,19 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   const uint16_t* in_lane = in + lane_offset;
   LaneFetcher<kWorld == 2> fetch;
   // Issues my input lane of slice s of the tile starting at value `first`.
-  auto fetch_input = [&](size_t first, int s) {
-    fetch.issue(in_lane + first + s * slice_values, lane_valid(first, first + tile_values <= a.numel, s));
+  // known_full: the caller knows the tile lies inside the tensor.
+  auto fetch_input = [&](size_t first, int s, bool known_full = false) {
+    fetch.issue(in_lane + first + s * slice_values,
+                lane_valid(first, known_full || first + tile_values <= a.numel, s));
+  };
+  // The W=2 512-thread kernels run a group whose tiles all lie inside the tensor (every group but
+  // possibly the last) through a copy of the tile loop with the tail tests folded away.
+  constexpr bool kSplitFull = QR_SPLIT_FULL && kWorld == 2 && kThreads > 0 && !kLossless;
+  auto with_fullness = [&](size_t g, uint32_t n, auto&& loop) {
+    if constexpr (kSplitFull) {
+      if (n > 0 && (tile_of(g, n - 1) + 1) * tile_values <= a.numel) return loop(std::true_type{});
+    }
+    return loop(std::false_type{});
   };
   uint16_t* out_lane = out + lane_offset;
 
@@ -409,18 +423,20 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   auto scatter = [&](size_t g) {  // 1. encode my slices of every tile of g and push them to their owners
     TileCursor c = cursor(g);
     const uint32_t n = uint32_t(group_size(g));
-    if (n) fetch_input(c.first, rank_after(1));
+    with_fullness(g, n, [&](auto all_full) {
+    constexpr bool kFull = decltype(all_full)::value;
+    if (n) fetch_input(c.first, rank_after(1), kFull);
     uint32_t part = 0;  // kPairs: this tile's place among the slices staged for one copy
     for (uint32_t i = 0; i < n; ++i, advance(c)) {
-      const bool full = c.first + tile_values <= a.numel;
+      const bool full = kFull || c.first + tile_values <= a.numel;
       for (int j = 1; j < W; ++j) {
         const int d = rank_after(j);
         float v[kLaneValues];
         fetch.take<D>(in_lane + c.first + d * slice_values, lane_valid(c.first, full, d), v);
         if (j + 1 < W) {
-          fetch_input(c.first, rank_after(j + 1));
+          fetch_input(c.first, rank_after(j + 1), kFull);
         } else if (i + 1 < n) {
-          fetch_input(c.first + value_stride, rank_after(1));
+          fetch_input(c.first + value_stride, rank_after(1), kFull);
         }
         Packed p;
         uint16_t scale = IO::encode(v, p);
@@ -432,16 +448,19 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         part = flush ? 0 : part + 1;
       }
     }
+    });
   };
   auto reduce = [&](size_t g) {  // 2. sum my slice in rank order, broadcast the encoded sum
     TileCursor c = cursor(g);
     const uint32_t n = uint32_t(group_size(g));
-    if (n) fetch_input(c.first, me);  // my first lane loads while the peers' flags are awaited
+    return with_fullness(g, n, [&](auto all_full) {
+    constexpr bool kFull = decltype(all_full)::value;
+    if (n) fetch_input(c.first, me, kFull);  // my first lane loads while the peers' flags are awaited
     if (!timed_wait(rs_flags, g, 1, Phase::kWaitScatter)) return false;
     const long long t = timers.now();
     uint32_t part = 0;
     for (uint32_t i = 0; i < n; ++i, advance(c)) {
-      const bool full = c.first + tile_values <= a.numel;
+      const bool full = kFull || c.first + tile_values <= a.numel;
       const uint8_t* slots = local + a.layout.rs_data + c.slots;
       float acc[kLaneValues];  // starts as rank 0's term: 0 + x would cost an add per value
       for (int src = 0; src < W; ++src) {
@@ -450,7 +469,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         uint16_t scale;
         if (src == me) {  // my own values never cross the link: added exactly (no round trip)
           fetch.take<D>(in_lane + c.first + me * slice_values, lane_valid(c.first, full, me), v);
-          if (i + 1 < n) fetch_input(c.first + value_stride, me);
+          if (i + 1 < n) fetch_input(c.first + value_stride, me, kFull);
         } else {
           scale =
               IO::load(slots + src * src_stride, sl, lane, p, form_at(local + a.layout.rs_forms, c.index + src));
@@ -474,13 +493,17 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     }
     timers.add(Phase::kReduce, t);
     return true;
+    });
   };
   auto gather = [&](size_t g) {  // 3. decode the other owners' reduced slices
     if (!timed_wait(ag_flags, g, 2, Phase::kWaitReduce)) return false;
     const long long t = timers.now();
     TileCursor c = cursor(g);
-    for (uint32_t i = 0, n = uint32_t(group_size(g)); i < n; ++i, advance(c)) {
-      const bool full = c.first + tile_values <= a.numel;
+    const uint32_t n = uint32_t(group_size(g));
+    with_fullness(g, n, [&](auto all_full) {
+    constexpr bool kFull = decltype(all_full)::value;
+    for (uint32_t i = 0; i < n; ++i, advance(c)) {
+      const bool full = kFull || c.first + tile_values <= a.numel;
       const uint8_t* slots = local + a.layout.ag_data + c.slots;
       for (int j = 1; j < W; ++j) {
         const int src = rank_after(j);
@@ -492,6 +515,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c.first, full, src), v);
       }
     }
+    });
     timers.add(Phase::kGather, t);
     return true;
   };
