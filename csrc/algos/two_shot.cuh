@@ -1,17 +1,17 @@
 // Two-shot all-reduce with an inline codec: reduce-scatter, then all-gather, through peer memory.
 //
 // The message is cut into tiles of W slices (slice = blockDim * 8 values, one lane of 8 per
-// thread); rank r owns slice r of every tile. A CTA owns tiles t = blockIdx, blockIdx + grid, ...
+// thread); rank r owns slice r of every tile. A CTA owns a contiguous range of tiles, cut
 // in a.groups groups (default: by bytes, at most kTwoShotGroups), software-pipelined, one
 // signal/wait per group and phase (flag slot = the group's first tile):
-//   1. scatter: encode my values of slice d and push them into rank d's rs_data[t][me];
+//   1. scatter: encode my values of slice d and push them into rank d's rs_data[me][t];
 //      signal rs_flags[slot][me] on each peer.
 //   2. reduce:  wait for rs_flags[slot][*], decode every peer's contribution, add my own values
 //      exactly (they never cross the link: 8-19% less codec time and a lower error; the result
 //      then depends on who owns what, a rule the CPU twin shares: two_shot_layout.hpp), sum in
 //      fp32 in rank order, encode the sum once, store into the output what that payload decodes
 //      to (the integer codecs know it from their rounding; the others decode: the owner holds
-//      exactly what everyone else gets), push the payload to every peer's ag_data[t][me];
+//      exactly what everyone else gets), push the payload to every peer's ag_data[me][t];
 //      signal ag_flags.
 //   3. gather:  wait for ag_flags[slot][*], decode each owner's payload into the output.
 // Pushes: every slice is staged in shared memory and sent by the SM's bulk-copy unit.
@@ -152,26 +152,13 @@ struct LaneIO<LosslessCodec, D> {
   }
 };
 
-#ifndef QR_TILE_RANGES
-#define QR_TILE_RANGES 1
-#endif
-#ifndef QR_PAIRS
-#define QR_PAIRS 1
-#endif
 constexpr int kStageSlots = 4;  // slices in flight per CTA through the bulk-copy unit
 // Widest slice: 16-bit values. Slots (and the slices' destinations) stay 128-byte aligned: a
 // 16-byte shift between them made the bulk copies ~25% slower (bench/NOTES.md run 47).
-#ifndef QR_STAGE_BYTES
-#define QR_STAGE_BYTES (kTwoShotMaxThreads * kLaneValues * 2)
-#endif
-#ifndef QR_SPLIT_FULL
-#define QR_SPLIT_FULL 1
-#endif
-#ifndef QR_MAX_PARTS
-#define QR_MAX_PARTS 2
-#endif
-constexpr size_t kStageBytes = QR_STAGE_BYTES;
-static_assert(kStageBytes >= size_t(kTwoShotMaxThreads) * kLaneValues * 2 && kStageBytes % 128 == 0);
+constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;
+// Slices per bulk copy on 2 GPUs where a stage slot holds several: two measured 1.5-2.5% faster
+// than one at 1 GiB for int4, three or four (10 KB slots) no faster than two (NOTES runs 62-63).
+constexpr uint32_t kMaxSlicesPerCopy = 2;
 
 // The user's input lanes a phase reads, each loaded one lane ahead into registers: the next
 // lane's HBM latency overlaps this lane's encode and send, where the kernel had one 16-byte load
@@ -204,13 +191,8 @@ struct LaneFetcher {
 // index arithmetic folds), or 0 for any other size (read from the arguments).
 // The lossless kernels need more than 32 registers (a lane's raw values stay live across the slice's
 // vote, for the rare raw restage): 3 per SM, which also measured faster than 4 (run 49).
-#ifndef QR_CODEC_CTAS_PER_SM
-#define QR_CODEC_CTAS_PER_SM 4
-#endif
 template <class Codec>
-constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec>      ? 3
-                                  : std::is_same_v<Codec, PassthroughCodec> ? 4
-                                                                            : QR_CODEC_CTAS_PER_SM;
+constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> ? 3 : 4;
 // kThreads: the CTA size as a compile-time constant (the slice layout and strides fold), or 0 for
 // blockDim.x.
 template <class Codec, DType D, int kWorld, int kThreads = 0>
@@ -219,14 +201,13 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   using Packed = typename Codec::Packed;
   constexpr bool kPassthrough = std::is_same_v<Codec, PassthroughCodec>;  // groups and step order differ
   constexpr bool kLossless = std::is_same_v<Codec, LosslessCodec>;        // slices packed or raw
-  // On 2 GPUs, where a slot holds two slices: two consecutive tiles' slices for the same owner
-  // are staged side by side and sent as one copy (they lie side by side there too).
+  // On 2 GPUs, where a stage slot holds two slices (int4, fp4, int6 at 512 threads), consecutive
+  // tiles' slices for the same owner are staged side by side and sent as one copy: they lie side
+  // by side at the owner too. One fence, barrier and copy per two slices.
   constexpr size_t kFixedSlice = SliceLayout<Codec>::make(size_t(kThreads > 0 ? kThreads : 1) * kLaneValues).total;
-  constexpr uint32_t kParts = QR_PAIRS && QR_TILE_RANGES && kWorld == 2 && kThreads > 0 && !kLossless
-                                  ? uint32_t(kStageBytes / kFixedSlice < QR_MAX_PARTS ? kStageBytes / kFixedSlice
-                                                                                      : QR_MAX_PARTS)
+  constexpr uint32_t kParts = kWorld == 2 && kThreads > 0 && !kLossless && kStageBytes / kFixedSlice >= 2
+                                  ? kMaxSlicesPerCopy
                                   : 1u;
-  constexpr bool kPairs = kParts > 1;
   grid_dependency_wait();
   grid_dependents_launch();
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
@@ -284,8 +265,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   // issues), each slice as one contiguous write to every destination.
   uint32_t staged = 0;  // slices staged by this CTA so far; slot = staged % kStageSlots
   // dest_slot(j) / form_slot(j): the j-th destination's slot and (lossless only) its form word.
-  // With kPairs, part 0 is staged and kept (flush = false) and part 1 goes beside it; the flush
-  // sends both to the first part's destination slot in one copy.
+  // With kParts > 1, parts 0.. are staged side by side (flush = false) and the flush sends them
+  // to the first part's destination slot in one copy.
   auto send_slice = [&](const Packed& p, uint16_t scale, auto dest_slot, auto form_slot, int n_dests,
                         uint32_t part = 0, bool flush = true) {
     uint8_t* stage = s_stage + (staged % kStageSlots) * kStageBytes;
@@ -338,52 +319,37 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   // group g is reduced and g-1 gathered, so NVLink transfers overlap codec work and waits. (A
   // handshake per tile put two round trips on every tile's critical path: 2x slower at 1 GB.)
   const size_t lane_offset = size_t(lane) * kLaneValues;
-#if QR_TILE_RANGES
-  // Each CTA owns a contiguous range of tiles, and data regions are laid out [src][tile], so the
-  // slices a CTA sends one owner for consecutive tiles are consecutive in the owner's memory.
+  // Each CTA owns a contiguous range of tiles, and the data regions are laid out [src][tile], so
+  // the slices a CTA sends one owner for consecutive tiles are consecutive in the owner's memory.
   const size_t tiles_q = num_tiles / gridDim.x, tiles_r = num_tiles % gridDim.x;
   const size_t my_tiles = tiles_q + (blockIdx.x < tiles_r ? 1 : 0);
   const size_t tile_base = blockIdx.x * tiles_q + min(size_t(blockIdx.x), tiles_r);
-#else
-  const size_t my_tiles = blockIdx.x < num_tiles ? (num_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-#endif
   // Groups = 0: chosen by the bytes this CTA pushes per phase (two_shot_auto_groups, measured).
   const size_t push_bytes = my_tiles * size_t(W - 1) * sl.total;
   const size_t n_groups = a.groups > 0 ? size_t(a.groups)
                                        : two_shot_auto_groups(push_bytes, kPassthrough);
   const size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
   const size_t groups = (my_tiles + per_group - 1) / per_group;
-#if QR_TILE_RANGES
   auto tile_of = [&](size_t g, size_t i) { return tile_base + g * per_group + i; };
-#else
-  auto tile_of = [&](size_t g, size_t i) { return blockIdx.x + (g * per_group + i) * gridDim.x; };
-#endif
   auto group_size = [&](size_t g) { return min(per_group, my_tiles - g * per_group); };
 
-  // Addresses walk a group's tiles one grid stride at a time: recomputing them from the tile
-  // index in 64-bit arithmetic was about half of what an int4 scatter step executed.
+  // Addresses walk a group's tiles one tile at a time: recomputing them from the tile index in
+  // 64-bit arithmetic was about half of what an int4 scatter step executed.
   struct TileCursor {
     size_t first;  // index of the tile's first value
     size_t slots;  // byte offset of the tile's first slot in rs_data / ag_data
     size_t index;  // index of that slot (tile * W): its form word, for the lossless codec
   };
-#if QR_TILE_RANGES
   const size_t value_stride = tile_values;
   const size_t slot_stride = sl.total;
   const size_t index_stride = W;
   const size_t src_stride = num_tiles * sl.total;  // bytes between two sources' slots of a tile
-#else
-  const size_t value_stride = size_t(gridDim.x) * tile_values;
-  const size_t slot_stride = size_t(gridDim.x) * W * sl.total;
-  const size_t index_stride = size_t(gridDim.x) * W;
-  const size_t src_stride = sl.total;
-#endif
   const size_t my_slot = size_t(me) * src_stride;
   // The form word of slot `index` of a data region (lossless codec only).
   auto form_at = [&](uint8_t* forms, size_t index) { return reinterpret_cast<uint32_t*>(forms) + index; };
   auto cursor = [&](size_t g) {
     const size_t t = tile_of(g, 0);
-    return TileCursor{t * tile_values, t * (QR_TILE_RANGES ? 1 : W) * sl.total, t * W};
+    return TileCursor{t * tile_values, t * sl.total, t * W};
   };
   auto advance = [&](TileCursor& c) {
     c.first += value_stride;
@@ -403,8 +369,9 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
                 lane_valid(first, known_full || first + tile_values <= a.numel, s));
   };
   // The W=2 512-thread kernels run a group whose tiles all lie inside the tensor (every group but
-  // possibly the last) through a copy of the tile loop with the tail tests folded away.
-  constexpr bool kSplitFull = QR_SPLIT_FULL && kWorld == 2 && kThreads > 0 && !kLossless;
+  // possibly the last) through a copy of the tile loop with the tail tests folded away: int4 and
+  // fp4 at 1 GiB 1% and 2.5% faster (NOTES run 64). Not lossless: its spills doubled.
+  constexpr bool kSplitFull = kWorld == 2 && kThreads > 0 && !kLossless;
   auto with_fullness = [&](size_t g, uint32_t n, auto&& loop) {
     if constexpr (kSplitFull) {
       if (n > 0 && (tile_of(g, n - 1) + 1) * tile_values <= a.numel) return loop(std::true_type{});
@@ -426,7 +393,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     with_fullness(g, n, [&](auto all_full) {
     constexpr bool kFull = decltype(all_full)::value;
     if (n) fetch_input(c.first, rank_after(1), kFull);
-    uint32_t part = 0;  // kPairs: this tile's place among the slices staged for one copy
+    uint32_t part = 0;  // this tile's place among the slices staged for one copy
     for (uint32_t i = 0; i < n; ++i, advance(c)) {
       const bool full = kFull || c.first + tile_values <= a.numel;
       for (int j = 1; j < W; ++j) {

@@ -8,8 +8,9 @@
 //               16-bit half holds the sentinel 0x8000 (-0.0), which real data never carries
 //   [rs_forms]  [tile][src] u32: the lossless codec's form (1 raw, 2 packed) of that rs_data slice
 //   [ag_forms]  [tile][src] u32: the same for ag_data
-//   [rs_data]   [tile][src] encoded slices sent to this rank, the slice's owner
-//   [ag_data]   [tile][src] encoded reduced slices broadcast by their owners
+//   [rs_data]   [src][tile] encoded slices sent to this rank, the slice's owner (a CTA's
+//               consecutive tiles from one source side by side: two-shot sends them in one copy)
+//   [ag_data]   [src][tile] encoded reduced slices broadcast by their owners
 #pragma once
 #include <algorithm>
 #include <cstddef>
