@@ -152,9 +152,10 @@ struct LaneIO<LosslessCodec, D> {
   }
 };
 
-constexpr int kStageSlots = 4;  // slices in flight per CTA through the bulk-copy unit
-// Widest slice: 16-bit values. Slots (and the slices' destinations) stay 128-byte aligned: a
-// 16-byte shift between them made the bulk copies ~25% slower (bench/NOTES.md run 47).
+constexpr int kStageSlots = 4;  // copies (of kParts slices each) in flight per CTA through the bulk-copy unit
+// Widest slice: 16-bit values. Slots stay 128-byte aligned, and at 512 threads so do the slices'
+// destinations (slice sizes are multiples of 128 there; 16 at fewer threads): a 16-byte shift
+// between source and destination made the bulk copies ~25% slower (bench/NOTES.md run 47).
 constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;
 // Slices per bulk copy on 2 GPUs where a stage slot holds several: two measured 1.5-2.5% faster
 // than one at 1 GiB for int4, three or four (10 KB slots) no faster than two (NOTES runs 62-63).
@@ -183,7 +184,8 @@ struct LaneFetcher {
   }
 };
 
-// At least 4 CTAs of 512 per SM (<= 32 registers; the W=2 codec kernels spill 4 bytes): a codec
+// At least 4 CTAs of 512 per SM (<= 32 registers; the W=2 512-thread codec kernels do not spill,
+// the W=2 any-size ones 4 bytes): a codec
 // kernel's time fell with every warp added (1 GiB int4: 66/132/264 CTAs of 512 -> 3579/1958/1373
 // us, 3 per SM 1283 us), and once every slice went by bulk copy, 4 per SM beat 3 by ~2% (int4
 // 1072 -> 1053 us; bench/NOTES.md changes 11 and 19).
@@ -205,9 +207,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   // tiles' slices for the same owner are staged side by side and sent as one copy: they lie side
   // by side at the owner too. One fence, barrier and copy per two slices.
   constexpr size_t kFixedSlice = SliceLayout<Codec>::make(size_t(kThreads > 0 ? kThreads : 1) * kLaneValues).total;
-  constexpr uint32_t kParts = kWorld == 2 && kThreads > 0 && !kLossless && kStageBytes / kFixedSlice >= 2
-                                  ? kMaxSlicesPerCopy
-                                  : 1u;
+  // (The launch guarantees blockDim.x == kThreads when kThreads > 0: dispatch.cu picks it.)
+  constexpr uint32_t kParts =
+      kWorld == 2 && kThreads > 0 && !kLossless && kStageBytes / kFixedSlice >= kMaxSlicesPerCopy
+          ? kMaxSlicesPerCopy
+          : 1u;
+  static_assert(kParts * kFixedSlice <= kStageBytes, "the slices of one copy must fit a stage slot");
   grid_dependency_wait();
   grid_dependents_launch();
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
@@ -262,8 +267,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     return !s_failed;
   };
   // Outgoing slices are staged in shared memory and pushed by the SM's bulk-copy unit (thread 0
-  // issues), each slice as one contiguous write to every destination.
-  uint32_t staged = 0;  // slices staged by this CTA so far; slot = staged % kStageSlots
+  // issues), each copy (kParts slices) as one contiguous write to every destination.
+  uint32_t staged = 0;  // copies staged by this CTA so far; slot = staged % kStageSlots
   // dest_slot(j) / form_slot(j): the j-th destination's slot and (lossless only) its form word.
   // With kParts > 1, parts 0.. are staged side by side (flush = false) and the flush sends them
   // to the first part's destination slot in one copy.
@@ -289,7 +294,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
       bytes = uint32_t(raw ? sl.raw : sl.packed);
     } else {
       IO::store(stage + part * sl.total, sl, lane, p, scale);
-      if (!flush) return;
+      if (!flush) return;  // (with QR_PHASE_TIMERS, kSend then counts only the flushing part)
       fence_proxy_async_shared();
       if (lane == 0) bulk_wait_read<kStageSlots - 2>();  // frees the slot the next slice uses
       __syncthreads();
@@ -338,7 +343,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   struct TileCursor {
     size_t first;  // index of the tile's first value
     size_t slots;  // byte offset of the tile's first slot in rs_data / ag_data
-    size_t index;  // index of that slot (tile * W): its form word, for the lossless codec
+    size_t index;  // tile * W: where the tile's flags and (lossless) form words start ([tile][src])
   };
   const size_t value_stride = tile_values;
   const size_t slot_stride = sl.total;

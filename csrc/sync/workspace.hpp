@@ -9,7 +9,8 @@
 //   [rs_forms]  [tile][src] u32: the lossless codec's form (1 raw, 2 packed) of that rs_data slice
 //   [ag_forms]  [tile][src] u32: the same for ag_data
 //   [rs_data]   [src][tile] encoded slices sent to this rank, the slice's owner (a CTA's
-//               consecutive tiles from one source side by side: two-shot sends them in one copy)
+//               consecutive tiles from one source lie side by side: on 2 GPUs at 512 threads the
+//               two-shot sends two of int4/fp4/int6 in one copy)
 //   [ag_data]   [src][tile] encoded reduced slices broadcast by their owners
 #pragma once
 #include <algorithm>
