@@ -345,9 +345,6 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     size_t slots;  // byte offset of the tile's first slot in rs_data / ag_data
     size_t index;  // tile * W: where the tile's flags and (lossless) form words start ([tile][src])
   };
-  const size_t value_stride = tile_values;
-  const size_t slot_stride = sl.total;
-  const size_t index_stride = W;
   const size_t src_stride = num_tiles * sl.total;  // bytes between two sources' slots of a tile
   const size_t my_slot = size_t(me) * src_stride;
   // The form word of slot `index` of a data region (lossless codec only).
@@ -356,10 +353,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     const size_t t = tile_of(g, 0);
     return TileCursor{t * tile_values, t * sl.total, t * W};
   };
-  auto advance = [&](TileCursor& c) {
-    c.first += value_stride;
-    c.slots += slot_stride;
-    c.index += index_stride;
+  auto advance = [&](TileCursor& c) {  // to the CTA's next tile
+    c.first += tile_values;
+    c.slots += sl.total;
+    c.index += W;
   };
   // Values of my lane in slice s of the tile that lie inside the tensor (only the last tile is cut).
   auto lane_valid = [&](size_t first, bool full, int s) {
@@ -369,7 +366,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   LaneFetcher<kWorld == 2> fetch;
   // Issues my input lane of slice s of the tile starting at value `first`.
   // known_full: the caller knows the tile lies inside the tensor.
-  auto fetch_input = [&](size_t first, int s, bool known_full = false) {
+  auto fetch_input = [&](size_t first, int s, bool known_full) {
     fetch.issue(in_lane + first + s * slice_values,
                 lane_valid(first, known_full || first + tile_values <= a.numel, s));
   };
@@ -408,7 +405,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         if (j + 1 < W) {
           fetch_input(c.first, rank_after(j + 1), kFull);
         } else if (i + 1 < n) {
-          fetch_input(c.first + value_stride, rank_after(1), kFull);
+          fetch_input(c.first + tile_values, rank_after(1), kFull);
         }
         Packed p;
         uint16_t scale = IO::encode(v, p);
@@ -441,7 +438,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         uint16_t scale;
         if (src == me) {  // my own values never cross the link: added exactly (no round trip)
           fetch.take<D>(in_lane + c.first + me * slice_values, lane_valid(c.first, full, me), v);
-          if (i + 1 < n) fetch_input(c.first + value_stride, me, kFull);
+          if (i + 1 < n) fetch_input(c.first + tile_values, me, kFull);
         } else {
           scale =
               IO::load(slots + src * src_stride, sl, lane, p, form_at(local + a.layout.rs_forms, c.index + src));
