@@ -19,8 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .report import (METHOD_LOSSY, complete_rows, device_tag, parse_size, parse_sizes, plot,
-                     print_results, read_csv, write_csv)
+from .report import (METHOD_LOSSY, QR_ROW_CODECS, complete_rows, device_tag, parse_size,
+                     parse_sizes, plot, print_results, read_csv, write_csv)
 
 DEFAULT_SIZES = "8K:1G"
 DEFAULT_TIMEOUT_S = 540  # under the device machines' 10-minute limit per command
@@ -86,7 +86,7 @@ def select_methods(spec: str, codecs: str | None = None) -> list[str]:
 
 def _codec_of(method: str) -> str | None:
     """The quickreduce codec a method row is about (qr_int4 and qr_auto_int4 -> int4)."""
-    for codec in ("int8", "fp8", "int6", "int4", "fp4", "lossless"):
+    for codec in QR_ROW_CODECS:
         if method.startswith("qr_") and method.endswith(codec):
             return codec
     return None

@@ -15,9 +15,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from .report import METHOD_LOSSY
-
-QR_CODECS = ("int8", "fp8", "int6", "int4", "fp4")
+from .report import METHOD_LOSSY, QR_CODECS, QR_ROW_CODECS
 
 
 class SkipMethod(Exception):
@@ -156,7 +154,7 @@ class QuickReduceMethod(Method):
             ctx.shared["qr_error"] = f"quickreduce not usable: {type(exc).__name__}: {exc}"
             raise SkipMethod(ctx.shared["qr_error"]) from exc
         self.codec = self.codec_request or ctx.dtype_name
-        if self.codec in QR_CODECS + ("lossless",) and self.codec not in names:
+        if self.codec in QR_ROW_CODECS and self.codec not in names:
             raise SkipMethod(f"codec {self.codec} not built (codecs: {', '.join(names)})")
         self.comm = ctx.shared.get("qr_comm")
         if self.comm is None:

@@ -15,6 +15,10 @@ from ..tuning import gpu_slug
 CSV_COLUMNS = ["size", "count", "type", "method", "time_us", "algbw_GBps", "busbw_GBps",
                "vs_nccl", "rel_err", "identical", "lossy", "device", "world_size", "dtype"]
 
+# quickreduce's codecs with a bench row each (qr_<codec>): the lossy ones, then the lossless packing.
+QR_CODECS = ("int8", "fp8", "int6", "int4", "fp4")
+QR_ROW_CODECS = QR_CODECS + ("lossless",)
+
 # Display order and lossy flag of every method `quickreduce bench` knows.
 METHOD_LOSSY = {
     "nccl": False, "symm_mem_one_shot": False, "symm_mem_two_shot": False, "vllm_custom": False,

@@ -17,9 +17,9 @@ from typing import Any
 
 from ..tuning import cache_path, save_table, table_from_measurements
 from .bench import DEFAULT_SIZES, DEFAULT_TIMEOUT_S, parse_iters, run, usable_gpus
-from .report import complete_rows, human_size, parse_size, parse_sizes, read_csv, write_csv
+from .report import (QR_CODECS, QR_ROW_CODECS, complete_rows, human_size, parse_size, parse_sizes,
+                     read_csv, write_csv)
 
-QR_CODECS = ("int8", "fp8", "int6", "int4", "fp4")
 # A lossless row this far from the float64 sum is a bug, not a candidate.
 LOSSLESS_ERROR_LIMIT = 1e-2
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
-        unknown = [c for c in codecs if c not in QR_CODECS + ("lossless",)]  # lossless: always a candidate
+        unknown = [c for c in codecs if c not in QR_ROW_CODECS]  # lossless: always a candidate
         dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
         if unknown or not set(dtypes) <= {"bf16", "fp16"}:
             raise ValueError(f"unknown codecs {unknown} or dtypes {dtypes}")
