@@ -14,6 +14,7 @@ def run(rank, world, port):
     if os.environ.get("DEV_SIZES"):  # e.g. 8K,32K,1,64 (no suffix: MiB)
         sizes = [int(x[:-1]) << 10 if x.endswith("K") else int(x) << 20 for x in os.environ["DEV_SIZES"].split(",")]
     methods += [("onell", "lossless", "one_shot"), ("onellpdl", "lossless", "one_shot"), ("lossless", "lossless", "two_shot")]
+    methods += [("ph", "fp16", "one_phase"), ("phll", "lossless", "one_phase"), ("phll_g1", "lossless", "one_phase"), ("phll_g2", "lossless", "one_phase"), ("phll_g4", "lossless", "one_phase"), ("ph_g4", "fp16", "one_phase")]
     methods += [("two_t128", "fp16", "two_shot"), ("two_t256", "fp16", "two_shot"), ("two_t512", "fp16", "two_shot")]
     methods += [(f"{c}_t{t}_b{b}", c, "two_shot") for c in ("int4", "fp4", "two") for t in (256, 512) for b in (66, 132, 264)]
     methods += [(f"{c}_t512_b{b}", c, "two_shot") for c in ("int4", "fp4", "int6", "fp8") for b in (396, 528)]
@@ -35,6 +36,7 @@ def run(rank, world, port):
         row = []
         for name, codec, algo in methods:
             if algo == "one_shot" and nbytes > comm._c.one_shot_max_bytes: row.append(float("nan")); continue
+            if algo == "one_phase" and nbytes > comm._c.one_phase_max_bytes: row.append(float("nan")); continue
             comm.pdl = name.endswith("pdl")
             comm.two_shot_groups = int(name.rsplit("_g", 1)[1]) if "_g" in name else 0
             def call(i):

@@ -102,4 +102,22 @@ cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cuda
   });
 }
 
+cudaError_t launch_one_phase(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream) {
+  auto run = [&](auto codec_t, auto d) {
+    using Codec = decltype(codec_t);
+    constexpr DType kD = decltype(d)::value;
+    auto kernel = args.threads == kTwoShotMaxThreads ? two_shot_kernel<Codec, kD, 2, kTwoShotMaxThreads, true>
+                                                     : two_shot_kernel<Codec, kD, 2, 0, true>;
+    size_t tile_values = size_t(args.threads) * kLaneValues * 2;
+    size_t tiles = (args.numel + tile_values - 1) / tile_values;
+    int limit = resident_blocks(reinterpret_cast<const void*>(kernel), args.threads);
+    if (args.blocks <= 0 || args.blocks > limit) args.blocks = limit;
+    if (size_t(args.blocks) > tiles) args.blocks = int(tiles);
+    return launch(kernel, args.blocks, args.threads, args, stream);
+  };
+  return dispatch_dtype(dtype, [&](auto d) {
+    return codec == CodecId::kLossless ? run(LosslessCodec{}, d) : run(PassthroughCodec{}, d);
+  });
+}
+
 }  // namespace qr

@@ -16,5 +16,7 @@ cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t
 cudaError_t launch_one_shot_packed(const AllReduceArgs& args, cudaStream_t stream);
 cudaError_t launch_fill_u32(uint32_t* ptr, size_t count, uint32_t value, cudaStream_t stream);
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream);
+// One-phase (2 GPUs): passthrough or lossless, numel * 2 <= min(max_size, one_phase_max_bytes(2)).
+cudaError_t launch_one_phase(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream);
 
 }  // namespace qr

@@ -134,7 +134,7 @@ struct OneShotCall {
 // CTA: kOneShotThreads data threads, one vector each per grid stride, then one control warp that
 // sends this call's signature and checks the peers' (kOneShotControlThreads).
 template <DType D>
-__global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_shot_kernel(AllReduceArgs a) {
+__global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads, kOneShotBlocksPerSm) one_shot_kernel(AllReduceArgs a) {
   grid_dependency_wait();  // with PDL: the previous kernel's writes are visible from here on
   grid_dependents_launch();
   const auto* in = static_cast<const uint16_t*>(a.in);
@@ -153,12 +153,23 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
   auto* out = static_cast<uint16_t*>(a.out);
 
   if (threadIdx.x == kOneShotThreads) call.send_signature(a, kPlainWire);
-  for (size_t p = first; !control && p < vectors; p += stride) {
-    const uint4 v = my_vector(p);
-    for (int j = 1; j < W; ++j) {
-      const int d = rank_after(me, j, W);
-      auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.lamport);
-      st_volatile_v4(dst + call.buffer + size_t(me) * V + p, v);
+#ifndef QR_ONE_SHOT_BATCH
+#define QR_ONE_SHOT_BATCH 1
+#endif
+  constexpr int kBatch = QR_ONE_SHOT_BATCH;
+  for (size_t p0 = first; !control && p0 < vectors; p0 += kBatch * stride) {
+    uint4 v[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) v[k] = p0 + k * stride < vectors ? my_vector(p0 + k * stride) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const size_t p = p0 + k * stride;
+      if (p >= vectors) break;
+      for (int j = 1; j < W; ++j) {
+        const int d = rank_after(me, j, W);
+        auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.lamport);
+        st_volatile_v4(dst + call.buffer + size_t(me) * V + p, v[k]);
+      }
     }
   }
 
@@ -173,21 +184,40 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
   WaitContext w{&call.block->abort, a.record, a.timeout_ns, me};
   bool ok = true;
   if (threadIdx.x == kOneShotThreads) call.check_signatures(a, w);
-  for (size_t p = first; !control && ok && p < vectors; p += stride) {
-    float acc[kLaneValues] = {};
+  for (size_t p0 = first; !control && ok && p0 < vectors; p0 += kBatch * stride) {
+    float acc[kBatch][kLaneValues] = {};
     for (int src = 0; src < W; ++src) {  // fixed order: every rank rounds the same sum
-      uint4 v;
+      Vectors<kBatch> got;
       if (src == me) {
-        v = my_vector(p);
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) got.v[k] = p0 + k * stride < vectors ? my_vector(p0 + k * stride) : make_uint4(0, 0, 0, 0);
       } else {
-        const uint4* slot = local + call.buffer + size_t(src) * V + p;
-        ok = spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return vector_arrived(x); }, v,
-                        src, call.epoch, 0);
+        const uint4* slot = local + call.buffer + size_t(src) * V + p0;
+        ok = spin_until(
+            w,
+            [&] {
+              Vectors<kBatch> x;
+#pragma unroll
+              for (int k = 0; k < kBatch; ++k) x.v[k] = p0 + k * stride < vectors ? ld_volatile_v4(slot + k * stride) : make_uint4(0, 0, 0, 0);
+              return x;
+            },
+            [&](const Vectors<kBatch>& x) {
+              bool all = true;
+#pragma unroll
+              for (int k = 0; k < kBatch; ++k) all = all && (p0 + k * stride >= vectors || vector_arrived(x.v[k]));
+              return all;
+            },
+            got, src, call.epoch, 0);
         if (!ok) break;
       }
-      accumulate_vector<D>(acc, v);
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) accumulate_vector<D>(acc[k], got.v[k]);
     }
-    if (ok) store_lane<D>(out + p * kLaneValues, ptrdiff_t(a.numel - p * kLaneValues), acc);
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const size_t p = p0 + k * stride;
+      if (ok && p < vectors) store_lane<D>(out + p * kLaneValues, ptrdiff_t(a.numel - p * kLaneValues), acc[k]);
+    }
   }
   call.finish(vectors);
 }
@@ -226,6 +256,13 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads, kOne
   for (uint32_t u = first; !control && u < groups; u += stride) {
     uint4 g[G::kInVectors];
     load_group(u, g);
+#ifdef QR_PACKED_NOENC
+    for (int i = 0; i < 4; ++i) { uint4 v = g[i]; v.x |= G::kArrived; v.y |= G::kArrived; v.z |= G::kArrived; v.w |= G::kArrived | (i == 0 ? G::kPackedForm : 0u);
+      for (int j = 1; j < W; ++j) { const int d = rank_after(me, j, W);
+        auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.packed) + call.buffer + size_t(me) * S;
+        st_volatile_v4(dst + slot_vector(u, i), v); } }
+    continue;
+#endif
     const G::Plan plan = G::plan(g);
     // Each vector goes out as soon as it is made: fewer registers live than a whole slot.
     auto send = [&](int i, const uint4& v) {
@@ -264,6 +301,9 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads, kOne
   // `slot` receives what arrived.
   auto wait_group = [&](int src, uint32_t u, uint4 slot[G::kSlotVectors]) {
     const uint4* base = local + call.buffer + size_t(src) * S;
+#ifdef QR_PACKED_POLL_LAST
+    { uint4 last; if (!spin_until(w, [&] { return ld_volatile_v4(base + slot_vector(u, 3)); }, [](const uint4& x) { return G::arrived(x); }, last, src, call.epoch, 0)) return false; }
+#endif
     Vectors<G::kPackedVectors> head;
     bool arrived = spin_until(
         w,
@@ -302,7 +342,11 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads, kOne
         if (src == me) {  // my own values again (an L2 hit: not held in registers across the wait)
           accumulate_vector<D>(acc, load_input_vector(in, in_vector(u, i), a.numel));
         } else if constexpr (kW == 2) {
+#ifdef QR_PACKED_NOENC
+          accumulate_vector<D>(acc, held[i % 4]);
+#else
           accumulate_vector<D>(acc, G::decode(held, i));
+#endif
         } else {  // arrived in full above: read it again
           uint4 slot[G::kSlotVectors];
           const uint4* base = local + call.buffer + size_t(src) * S;

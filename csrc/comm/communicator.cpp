@@ -151,6 +151,14 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
                                   std::to_string(one_shot_max_bytes()));
     QR_CUDA_CHECK(codec == CodecId::kLossless ? launch_one_shot_packed(args, s) : launch_one_shot(args, dtype, s));
   } else {
+    if (algo == Algo::kOnePhase) {
+      if (world_size_ != 2) throw std::invalid_argument("the one-phase algorithm runs on 2 GPUs only");
+      if (codec != CodecId::kPassthrough && codec != CodecId::kLossless)
+        throw std::invalid_argument("the one-phase algorithm takes the passthrough or the lossless codec only");
+      if (numel * 2 > layout_.one_phase_bytes)
+        throw std::invalid_argument("message of " + std::to_string(numel * 2) + " bytes exceeds the one-phase limit " +
+                                    std::to_string(layout_.one_phase_bytes));
+    }
     if (threads == 0) threads = default_two_shot_threads(numel, world_size_);
     if (threads < kTwoShotMinThreads || threads > kTwoShotMaxThreads || threads % 32)
       throw std::invalid_argument("two-shot threads must be a multiple of 32 in [128, 512]");
@@ -158,7 +166,8 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
     args.blocks = blocks;
     if (groups < 0 || groups > 64) throw std::invalid_argument("two-shot groups must be in [1, 64] (0 = auto)");
     args.groups = groups;
-    QR_CUDA_CHECK(launch_two_shot(args, dtype, codec, s));
+    QR_CUDA_CHECK(algo == Algo::kOnePhase ? launch_one_phase(args, dtype, codec, s)
+                                          : launch_two_shot(args, dtype, codec, s));
   }
 }
 

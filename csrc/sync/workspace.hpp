@@ -13,6 +13,8 @@
 //               consecutive tiles from one source lie side by side: on 2 GPUs at 512 threads the
 //               two-shot sends two of int4/fp4/int6 in one copy)
 //   [ag_data]   [src][tile] encoded reduced slices broadcast by their owners
+//   one-phase (2 GPUs): [op_flags] [2][tile][src], [op_forms] [2][tile][src], [op_data] [2][slice][tile]:
+//               the peer's whole tiles, in the half picked by the call epoch's parity
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -36,6 +38,9 @@ constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the pee
 // crossing instead of two, and measured faster up to 8 MiB (8 MiB: 30.5 against 32.7 us; 12 MiB:
 // 46.0 against 44.5; bench/NOTES.md change 26); on more GPUs it moves W-1 times the message.
 QR_HD constexpr size_t one_shot_max_bytes(int world_size) { return size_t(world_size == 2 ? 8 : 4) << 20; }
+// Largest message of the one-phase all-reduce (2 GPUs, exact codecs: two_shot.cuh, kOnePhase), which
+// double-buffers its data in a region of its own.
+QR_HD constexpr size_t one_phase_max_bytes(int world_size) { return world_size == 2 ? size_t(32) << 20 : 0; }
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
 constexpr int kTwoShotGroups = 16;  // most groups the automatic rule picks (explicit groups: up to 64)
@@ -104,6 +109,8 @@ struct WorkspaceLayout {
   size_t packed_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * packed_vectors * 16; }
   size_t control, rs_flags, ag_flags, rs_forms, ag_forms, lamport, packed, rs_data, ag_data, total;
   size_t max_tiles, lamport_vectors, packed_vectors;  // per buffer and source
+  // The one-phase all-reduce's regions, two of each (by the call epoch's parity).
+  size_t op_flags, op_forms, op_data, op_flag_bytes, op_form_bytes, op_data_bytes, one_phase_bytes;
 
   static WorkspaceLayout make(int world_size, size_t max_bytes) {
     WorkspaceLayout w{};
@@ -118,6 +125,12 @@ struct WorkspaceLayout {
     w.control = take(sizeof(ControlBlock));
     w.rs_flags = take(w.max_tiles * world_size * 8);
     w.ag_flags = take(w.max_tiles * world_size * 8);
+    w.one_phase_bytes = std::min(max_bytes, one_phase_max_bytes(world_size));
+    const size_t op_tiles = (w.one_phase_bytes / 2 + min_tile_values - 1) / min_tile_values;
+    w.op_flag_bytes = align_up(op_tiles * world_size * 8, 256);
+    w.op_form_bytes = align_up(op_tiles * world_size * 4, 256);
+    w.op_flags = take(2 * w.op_flag_bytes);  // before the lamport buffers: zeroed with the flags
+    w.op_forms = take(2 * w.op_form_bytes);
     w.lamport = take(w.lamport_bytes(world_size));
     w.packed = take(w.packed_bytes(world_size));
     w.rs_forms = take(w.max_tiles * world_size * 4);
@@ -126,6 +139,8 @@ struct WorkspaceLayout {
     size_t slack = size_t(world_size) * kTwoShotMaxThreads * 8 * 2;
     w.rs_data = take(max_bytes + slack);
     w.ag_data = take(max_bytes + slack);
+    w.op_data_bytes = w.one_phase_bytes ? align_up(w.one_phase_bytes + slack, 256) : 0;
+    w.op_data = take(2 * w.op_data_bytes);
     w.total = off;
     return w;
   }

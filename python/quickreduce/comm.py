@@ -18,8 +18,8 @@ CallMismatchError = _C.CallMismatchError
 CudaError = _C.CudaError
 
 _DTYPE_IDS = {torch.float16: _C.DTYPE_FLOAT16, torch.bfloat16: _C.DTYPE_BFLOAT16}
-_ALGO_IDS = {"one_shot": _C.ALGO_ONE_SHOT, "two_shot": _C.ALGO_TWO_SHOT}
-ALGOS = ("auto", "one_shot", "two_shot", "nccl")
+_ALGO_IDS = {"one_shot": _C.ALGO_ONE_SHOT, "two_shot": _C.ALGO_TWO_SHOT, "one_phase": _C.ALGO_ONE_PHASE}
+ALGOS = ("auto", "one_shot", "two_shot", "one_phase", "nccl")
 SUPPORTED_WORLD_SIZES = tuple(range(2, _C.MAX_WORLD_SIZE + 1))
 
 
@@ -169,6 +169,13 @@ class Communicator:
                                  "needs algo='two_shot'")
             if nbytes > self._c.one_shot_max_bytes:
                 raise ValueError(f"one-shot takes at most {self._c.one_shot_max_bytes} bytes, got {nbytes}")
+        if algo == "one_phase":
+            if name not in ("fp16", "lossless"):
+                raise ValueError(f"the one-phase algorithm is exact only (passthrough or lossless); codec {codec!r} "
+                                 "needs algo='two_shot'")
+            if nbytes > self._c.one_phase_max_bytes:
+                raise ValueError(f"one-phase takes at most {self._c.one_phase_max_bytes} bytes on this world size "
+                                 f"(2 GPUs only), got {nbytes}")
         if algo == "nccl" and self.group is None:
             raise ValueError("algo='nccl' needs a communicator built from a process group")
         return algo, name

@@ -80,6 +80,8 @@ def passthrough_reference(rank, world_size):
     comm = qr.Communicator(max_size=64 << 20)
     for dname, dtype in DTYPES.items():
         methods = [("one_shot", "fp16"), ("two_shot", "fp16")] + ([("one_shot", "lossless")] if dname == "bf16" else [])
+        if world_size == 2:
+            methods += [("one_phase", "fp16")] + ([("one_phase", "lossless")] if dname == "bf16" else [])
         for algo, codec in methods:
             for i, n in enumerate(SIZES):
                 if algo == "one_shot" and n * 2 > comm._c.one_shot_max_bytes:
@@ -124,8 +126,9 @@ def lossless_one_shot_forms(rank, world_size):
             spread = torch.randint(-40, 41, (n,), generator=g, device="cuda").float()
             raw_here = (torch.arange(n, device="cuda") // 40 + r) % 3 != 0  # a third of the groups stay narrow
             x = torch.where(raw_here, x * torch.exp2(spread), x)
-            x[torch.arange(r, n, 997, device="cuda")] = specials[r % len(specials)].cuda()
-            x[torch.arange(5 + r, n, 131, device="cuda")] = -0.0
+            at = torch.arange(n, device="cuda")
+            x[at % 997 == r] = specials[r % len(specials)].cuda()
+            x[at % 131 == 5 + r] = -0.0
             xs.append(x.to(torch.bfloat16))
         want = bits(exact_passthrough(xs))
         out = comm.all_reduce(xs[rank], codec="lossless", algo="one_shot")
@@ -218,8 +221,11 @@ def graph_replays(rank, world_size):
     """1000 replays of a captured graph with new inputs each time, for one-shot, two-shot and a codec."""
     res = {}
     comm = qr.Communicator(max_size=16 << 20)
-    for algo, codec, n in (("one_shot", "fp16", 4096 + 3), ("one_shot", "lossless", (1 << 20) + 3),
-                           ("two_shot", "fp16", 1 << 20), ("two_shot", "int4", 1 << 20)):
+    cases = [("one_shot", "fp16", 4096 + 3), ("one_shot", "lossless", (1 << 20) + 3), ("two_shot", "fp16", 1 << 20),
+             ("two_shot", "int4", 1 << 20)]
+    if world_size == 2:
+        cases += [("one_phase", "lossless", (3 << 20) + 5), ("one_phase", "fp16", 65536 + 3)]
+    for algo, codec, n in cases:
         dtype = torch.bfloat16
         bank = [inputs_for(9000 + k, n, dtype, world_size) for k in range(4)]
         x = torch.empty(n, dtype=dtype, device="cuda")
@@ -419,10 +425,11 @@ def soak(rank, world_size):
     t0 = time.time()
     calls = 100_000
     picks = rng.integers(0, len(cases), calls)
-    one_shot_coin = rng.integers(0, 2, calls)
+    exact_algos = ["one_shot", "two_shot"] + (["one_phase"] if world_size == 2 else [])
+    algo_pick = rng.integers(0, len(exact_algos), calls)
     for it in range(calls):
         x, want, codec = cases[picks[it]]
-        algo = "one_shot" if codec in ("fp16", "lossless") and one_shot_coin[it] else "two_shot"
+        algo = exact_algos[algo_pick[it]] if codec in ("fp16", "lossless") else "two_shot"
         out = comm.all_reduce(x, codec=codec, algo=algo)
         wrong += (out.view(torch.int16) != want.view(torch.int16)).sum()
         digest += out.view(torch.int16).sum()
@@ -441,7 +448,7 @@ def soak(rank, world_size):
     res["100k calls identical"] = None if all(int(e) == int(digest) for e in everyone) else "ranks differ"
     res["info/100k calls"] = f"{calls} calls in {took:.1f}s, wrong elements {int(wrong)}"
 
-    # 10,000 graph replays: one-shot (plain and packed), two-shot and int4 in one graph, inputs
+    # 10,000 graph replays: one-shot, two-shot, int4 and (2 GPUs) the lossless one-phase in one graph, inputs
     # changed per replay.
     n = 65536 + 3
     bank = [inputs_for(50_000 + k, n, torch.bfloat16, world_size) for k in range(8)]
@@ -456,7 +463,7 @@ def soak(rank, world_size):
         comm.all_reduce(x, out=o1, algo="one_shot")
         comm.all_reduce(x, out=o2, algo="two_shot")
         comm.all_reduce(x, out=o3, codec="int4")
-        comm.all_reduce(x, out=o4, codec="lossless", algo="one_shot")
+        comm.all_reduce(x, out=o4, codec="lossless", algo="one_shot" if world_size > 2 else "one_phase")
         errs.add_((o1.view(torch.int16) != exp_exact.view(torch.int16)).sum()
                   + (o2.view(torch.int16) != exp_exact.view(torch.int16)).sum()
                   + (o3.view(torch.int16) != exp_int4.view(torch.int16)).sum()
