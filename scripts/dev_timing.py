@@ -45,8 +45,9 @@ def run(rank, world, port):
                     x = xs[i % nbuf]
                     parts = name.split("_")
                     knob = {p[0]: int(p[1:]) for p in parts[1:]}
-                    codec_id = 1 if parts[0] == "two" else comm._c.codec_id(parts[0]) if hasattr(comm._c, "codec_id") else qr._C.codec_id(parts[0])
-                    comm._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), 1, codec_id, 1, torch.cuda.current_stream().cuda_stream,
+                    codec_id = 1 if parts[0] in ("two", "ph") else qr._C.codec_id("lossless") if parts[0] == "phll" else qr._C.codec_id(parts[0])
+                    algo_id = 2 if parts[0].startswith("ph") else 1  # one-phase or two-shot
+                    comm._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), 1, codec_id, algo_id, torch.cuda.current_stream().cuda_stream,
                                        threads=knob.get("t", 0), blocks=knob.get("b", 0), groups=knob.get("g", 0))
                 else: comm.all_reduce(xs[i % nbuf], out=out, codec=codec, algo=algo)
             row.append(graph_time_us(call, calls))
