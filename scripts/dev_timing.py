@@ -13,8 +13,6 @@ def run(rank, world, port):
     methods = [("nccl", None, None), ("one", "fp16", "one_shot"), ("onepdl", "fp16", "one_shot"), ("two", "fp16", "two_shot"), ("two_g1", "fp16", "two_shot"), ("two_g16", "fp16", "two_shot"), ("fp8", "fp8", "two_shot"), ("int8", "int8", "two_shot"), ("int6", "int6", "two_shot"), ("int4", "int4", "two_shot"), ("int4_g1", "int4", "two_shot"), ("int4_g16", "int4", "two_shot"), ("fp4", "fp4", "two_shot")]
     if os.environ.get("DEV_SIZES"):  # e.g. 8K,32K,1,64 (no suffix: MiB)
         sizes = [int(x[:-1]) << 10 if x.endswith("K") else int(x) << 20 for x in os.environ["DEV_SIZES"].split(",")]
-    methods += [("onell", "lossless", "one_shot"), ("onellpdl", "lossless", "one_shot"), ("lossless", "lossless", "two_shot")]
-    methods += [("ph", "fp16", "one_phase"), ("phll", "lossless", "one_phase"), ("phll_g1", "lossless", "one_phase"), ("phll_g2", "lossless", "one_phase"), ("phll_g4", "lossless", "one_phase"), ("ph_g4", "fp16", "one_phase")]
     methods += [("two_t128", "fp16", "two_shot"), ("two_t256", "fp16", "two_shot"), ("two_t512", "fp16", "two_shot")]
     methods += [(f"{c}_t{t}_b{b}", c, "two_shot") for c in ("int4", "fp4", "two") for t in (256, 512) for b in (66, 132, 264)]
     methods += [(f"{c}_t512_b{b}", c, "two_shot") for c in ("int4", "fp4", "int6", "fp8") for b in (396, 528)]
@@ -36,7 +34,6 @@ def run(rank, world, port):
         row = []
         for name, codec, algo in methods:
             if algo == "one_shot" and nbytes > comm._c.one_shot_max_bytes: row.append(float("nan")); continue
-            if algo == "one_phase" and nbytes > comm._c.one_phase_max_bytes: row.append(float("nan")); continue
             comm.pdl = name.endswith("pdl")
             comm.two_shot_groups = int(name.rsplit("_g", 1)[1]) if "_g" in name else 0
             def call(i):
@@ -45,9 +42,8 @@ def run(rank, world, port):
                     x = xs[i % nbuf]
                     parts = name.split("_")
                     knob = {p[0]: int(p[1:]) for p in parts[1:]}
-                    codec_id = 1 if parts[0] in ("two", "ph") else qr._C.codec_id("lossless") if parts[0] == "phll" else qr._C.codec_id(parts[0])
-                    algo_id = 2 if parts[0].startswith("ph") else 1  # one-phase or two-shot
-                    comm._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), 1, codec_id, algo_id, torch.cuda.current_stream().cuda_stream,
+                    codec_id = 1 if parts[0] == "two" else comm._c.codec_id(parts[0]) if hasattr(comm._c, "codec_id") else qr._C.codec_id(parts[0])
+                    comm._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), 1, codec_id, 1, torch.cuda.current_stream().cuda_stream,
                                        threads=knob.get("t", 0), blocks=knob.get("b", 0), groups=knob.get("g", 0))
                 else: comm.all_reduce(xs[i % nbuf], out=out, codec=codec, algo=algo)
             row.append(graph_time_us(call, calls))

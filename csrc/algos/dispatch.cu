@@ -47,14 +47,6 @@ cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t
   });
 }
 
-cudaError_t launch_one_shot_packed(const AllReduceArgs& args, cudaStream_t stream) {
-  const size_t groups = packed_chunks((args.numel + kLaneValues - 1) / kLaneValues) * kGroupsPerChunk;
-  const size_t owners = (groups + kOneShotThreads - 1) / kOneShotThreads;  // CTAs that own groups
-  const int blocks = int(std::clamp(owners, size_t(1), size_t(kOneShotBlocks)));
-  auto kernel = args.world_size == 2 ? one_shot_packed_kernel<2> : one_shot_packed_kernel<0>;
-  return launch(kernel, blocks, kOneShotThreads + kOneShotControlThreads, args, stream);
-}
-
 namespace {
 // CTAs that fit at once on the whole device for this kernel and CTA size: the two-shot grid never
 // exceeds it, so every CTA a peer waits for is resident. Cached per (kernel, CTA size): the
@@ -99,24 +91,6 @@ cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cuda
     if (args.blocks <= 0 || args.blocks > limit) args.blocks = limit;
     if (size_t(args.blocks) > tiles) args.blocks = int(tiles);
     return launch(kernel, args.blocks, args.threads, args, stream);
-  });
-}
-
-cudaError_t launch_one_phase(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream) {
-  auto run = [&](auto codec_t, auto d) {
-    using Codec = decltype(codec_t);
-    constexpr DType kD = decltype(d)::value;
-    auto kernel = args.threads == kTwoShotMaxThreads ? two_shot_kernel<Codec, kD, 2, kTwoShotMaxThreads, true>
-                                                     : two_shot_kernel<Codec, kD, 2, 0, true>;
-    size_t tile_values = size_t(args.threads) * kLaneValues * 2;
-    size_t tiles = (args.numel + tile_values - 1) / tile_values;
-    int limit = resident_blocks(reinterpret_cast<const void*>(kernel), args.threads);
-    if (args.blocks <= 0 || args.blocks > limit) args.blocks = limit;
-    if (size_t(args.blocks) > tiles) args.blocks = int(tiles);
-    return launch(kernel, args.blocks, args.threads, args, stream);
-  };
-  return dispatch_dtype(dtype, [&](auto d) {
-    return codec == CodecId::kLossless ? run(LosslessCodec{}, d) : run(PassthroughCodec{}, d);
   });
 }
 

@@ -18,34 +18,29 @@
 // vectors, the same ones on every rank, so each CTA's epochs stay in step across ranks.
 // No barrier and no data thread waits for anything but data: every extra round trip on the way
 // to the sum showed in the time (bench/NOTES.md changes 21-23).
-// The packed one-shot (one_shot_packed_kernel, bf16 with the lossless codec) runs the same
-// protocol on its own buffers and control words, sending 40 values in 4 vectors where they pack
-// (codecs/lossless_group.hpp): 20% fewer bytes and stores, the same bits.
 #pragma once
 #include "algos/args.hpp"
 #include "algos/common.cuh"
-#include "codecs/lossless_group.hpp"
 #include "sync/primitives.cuh"
 
 namespace qr {
 
-// 8 values of the input, zeros past the end.
-__device__ __forceinline__ uint4 load_input_vector(const uint16_t* in, size_t p, size_t numel) {
-  size_t idx = p * kLaneValues;
-  if (idx + kLaneValues <= numel) return *reinterpret_cast<const uint4*>(in + idx);
-  uint32_t w[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    uint32_t lo = idx + 2 * i < numel ? in[idx + 2 * i] : 0u;
-    uint32_t hi = idx + 2 * i + 1 < numel ? in[idx + 2 * i + 1] : 0u;
-    w[i] = lo | (hi << 16);
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-// The plain one-shot's packet: the input vector with -0.0 made +0.0, so no half is the sentinel.
+// 8 values of the input (zeros past the end), with -0.0 made +0.0 so no half is the sentinel.
 __device__ __forceinline__ uint4 load_vector(const uint16_t* in, size_t p, size_t numel) {
-  const uint4 v = load_input_vector(in, p, numel);
+  size_t idx = p * kLaneValues;
+  uint4 v;
+  if (idx + kLaneValues <= numel) {
+    v = *reinterpret_cast<const uint4*>(in + idx);
+  } else {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t lo = idx + 2 * i < numel ? in[idx + 2 * i] : 0u;
+      uint32_t hi = idx + 2 * i + 1 < numel ? in[idx + 2 * i + 1] : 0u;
+      w[i] = lo | (hi << 16);
+    }
+    v = make_uint4(w[0], w[1], w[2], w[3]);
+  }
   auto clean = [](uint32_t w) {
     if ((w & 0xffffu) == kLamportEmptyHalf) w &= 0xffff0000u;
     if ((w >> 16) == kLamportEmptyHalf) w &= 0x0000ffffu;
@@ -71,70 +66,10 @@ __device__ __forceinline__ void accumulate_vector(float acc[kLaneValues], const 
   }
 }
 
-// What both one-shot kernels share: the CTA's epoch and buffers, the signature exchange and the
-// bookkeeping at the end. `slots` = vectors per buffer and source of this kernel's region.
-struct OneShotCall {
-  ControlBlock* block;
-  OneShotControl* ctrl;
-  uint32_t epoch;
-  uint32_t buffer, previous;  // first vector of this call's buffer and of the previous call's
-  uint32_t prev_units;        // units this CTA sent in its previous call (what it clears)
-
-  __device__ __forceinline__ OneShotCall(const AllReduceArgs& a, OneShotWire wire, size_t slots) {
-    block = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
-    ctrl = &block->one_shot[wire];
-    // No abort check here: it would put a dependent load before the first send. A broken
-    // communicator's waits see the abort word within 64 polls and return.
-    const uint32_t prev = ctrl->epoch[blockIdx.x];
-    prev_units = ctrl->prev_units[blockIdx.x];
-    epoch = prev >= kEpochPeriod ? 1u : prev + 1u;
-    // 32-bit vector indices (registers): a region holds far fewer than 2^32 vectors.
-    buffer = (epoch % kLamportBuffers) * a.world_size * uint32_t(slots);
-    previous = ((epoch + kLamportBuffers - 1) % kLamportBuffers) * a.world_size * uint32_t(slots);
-  }
-  __device__ __forceinline__ ControlBlock* peer_block(const AllReduceArgs& a, int d) const {
-    return reinterpret_cast<ControlBlock*>(a.workspaces[d] + a.layout.control);
-  }
-  // Control thread: this call's signature to the same CTA on every peer.
-  __device__ __forceinline__ void send_signature(const AllReduceArgs& a, OneShotWire wire) const {
-    for (int j = 1; j < a.world_size; ++j) {
-      const int d = rank_after(a.rank, j, a.world_size);
-      st_volatile_u64(&peer_block(a, d)->one_shot[wire].signature[blockIdx.x][epoch & 1u][a.rank],
-                      flag_word(epoch, a.signature));
-    }
-  }
-  // Control thread: check that every peer made the same call, while the data threads poll and
-  // sum: no data thread waits for it (thread 0 waiting for the signature, before or together
-  // with its data, measured 0.2-0.6 us slower at 8-128 KB: bench/NOTES.md changes 22-23). On a
-  // mismatch the abort word stops the data threads within 64 polls; this call's output is then
-  // unspecified and the error is reported.
-  __device__ __forceinline__ void check_signatures(const AllReduceArgs& a, const WaitContext& w) const {
-    for (int src = 0; src < a.world_size; ++src) {
-      if (src == a.rank) continue;
-      uint64_t seen;
-      const uint64_t* slot = &ctrl->signature[blockIdx.x][epoch & 1u][src];
-      if (!spin_until(w, [&] { return ld_volatile_u64(slot); }, [&](uint64_t f) { return uint32_t(f) == epoch; }, seen,
-                      src, epoch, 0))
-        return;
-      if (uint32_t(seen >> 32) != a.signature) {
-        report_error(w, ErrorCode::kMismatch, src, a.signature, uint32_t(seen >> 32), 0);
-        return;
-      }
-    }
-  }
-  __device__ __forceinline__ void finish(size_t units) const {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      ctrl->epoch[blockIdx.x] = epoch;
-      ctrl->prev_units[blockIdx.x] = uint32_t(units);
-    }
-  }
-};
-
 // CTA: kOneShotThreads data threads, one vector each per grid stride, then one control warp that
 // sends this call's signature and checks the peers' (kOneShotControlThreads).
 template <DType D>
-__global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads, kOneShotBlocksPerSm) one_shot_kernel(AllReduceArgs a) {
+__global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_shot_kernel(AllReduceArgs a) {
   grid_dependency_wait();  // with PDL: the previous kernel's writes are visible from here on
   grid_dependents_launch();
   const auto* in = static_cast<const uint16_t*>(a.in);
@@ -147,32 +82,31 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads, kOne
   // waiting behind the epoch's address arithmetic and the signature store.
   const uint4 mine = has_work ? load_vector(in, first, a.numel) : make_uint4(0, 0, 0, 0);
   auto my_vector = [&](size_t p) { return p == first ? mine : load_vector(in, p, a.numel); };
-  const size_t V = a.layout.lamport_vectors;
-  const OneShotCall call(a, kPlainWire, V);
+  auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
+  // No abort check here: it would put a dependent load before the first send. A broken
+  // communicator's waits see the abort word within 64 polls and return.
+  const uint32_t prev = ctrl->one_shot_epoch[blockIdx.x];
+  const size_t prev_vectors = ctrl->one_shot_prev_vectors[blockIdx.x];
+  const uint32_t epoch = prev >= kEpochPeriod ? 1u : prev + 1u;
   const int W = a.world_size, me = a.rank;
+  const size_t V = a.layout.lamport_vectors;
+  const size_t buffer = size_t(epoch % kLamportBuffers) * W * V;
+  const size_t previous = size_t((epoch + kLamportBuffers - 1) % kLamportBuffers) * W * V;
   auto* out = static_cast<uint16_t*>(a.out);
 
-  if (threadIdx.x == kOneShotThreads) call.send_signature(a, kPlainWire);
-#ifndef QR_ONE_SHOT_BATCH
-#define QR_ONE_SHOT_BATCH 1
-#endif
-  constexpr int kBatch = QR_ONE_SHOT_BATCH;
-  for (size_t p0 = first; !control && p0 < vectors; p0 += kBatch * stride) {
-    uint4 v[kBatch];
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) v[k] = p0 + k * stride < vectors ? my_vector(p0 + k * stride) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      const size_t p = p0 + k * stride;
-      if (p >= vectors) break;
-#ifdef QR_ONE_SHOT_SKIP5
-      if (p % 5 == 4) continue;  // diagnostic: 20% fewer stores (results wrong there)
-#endif
-      for (int j = 1; j < W; ++j) {
-        const int d = rank_after(me, j, W);
-        auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.lamport);
-        st_volatile_v4(dst + call.buffer + size_t(me) * V + p, v[k]);
-      }
+  if (threadIdx.x == kOneShotThreads) {  // this call's signature to the same CTA on every peer
+    for (int j = 1; j < W; ++j) {
+      const int d = rank_after(me, j, W);
+      auto* peer_ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[d] + a.layout.control);
+      st_volatile_u64(&peer_ctrl->one_shot_signature[blockIdx.x][epoch & 1u][me], flag_word(epoch, a.signature));
+    }
+  }
+  for (size_t p = first; !control && p < vectors; p += stride) {
+    const uint4 v = my_vector(p);
+    for (int j = 1; j < W; ++j) {
+      const int d = rank_after(me, j, W);
+      auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.lamport);
+      st_volatile_v4(dst + buffer + size_t(me) * V + p, v);
     }
   }
 
@@ -180,192 +114,53 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads, kOne
   // wrote it in the previous call and next write it two calls on).
   auto* local = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.lamport);
   const uint4 empty = make_uint4(kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty);
-  for (size_t p = first; !control && p < call.prev_units; p += stride)
+  for (size_t p = first; !control && p < prev_vectors; p += stride)
     for (int src = 0; src < W; ++src)
-      if (src != me) local[call.previous + size_t(src) * V + p] = empty;
+      if (src != me) local[previous + size_t(src) * V + p] = empty;
 
-  WaitContext w{&call.block->abort, a.record, a.timeout_ns, me};
+  WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
   bool ok = true;
-  if (threadIdx.x == kOneShotThreads) call.check_signatures(a, w);
-  for (size_t p0 = first; !control && ok && p0 < vectors; p0 += kBatch * stride) {
-    float acc[kBatch][kLaneValues] = {};
+  // The control warp checks that every peer made the same call while the data threads poll and
+  // sum: no data thread waits for it (thread 0 waiting for the signature, before or together
+  // with its data, measured 0.2-0.6 us slower at 8-128 KB: bench/NOTES.md changes 22-23). On a
+  // mismatch the abort word stops the data threads within 64 polls; this call's output is then
+  // unspecified and the error is reported.
+  if (threadIdx.x == kOneShotThreads) {
+    for (int src = 0; src < W; ++src) {
+      if (src == me) continue;
+      uint64_t seen;
+      const uint64_t* slot = &ctrl->one_shot_signature[blockIdx.x][epoch & 1u][src];
+      if (!spin_until(w, [&] { return ld_volatile_u64(slot); }, [&](uint64_t f) { return uint32_t(f) == epoch; }, seen,
+                      src, epoch, 0))
+        break;
+      if (uint32_t(seen >> 32) != a.signature) {
+        report_error(w, ErrorCode::kMismatch, src, a.signature, uint32_t(seen >> 32), 0);
+        break;
+      }
+    }
+  }
+  for (size_t p = first; !control && ok && p < vectors; p += stride) {
+    float acc[kLaneValues] = {};
     for (int src = 0; src < W; ++src) {  // fixed order: every rank rounds the same sum
-      Vectors<kBatch> got;
+      uint4 v;
       if (src == me) {
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) got.v[k] = p0 + k * stride < vectors ? my_vector(p0 + k * stride) : make_uint4(0, 0, 0, 0);
+        v = my_vector(p);
       } else {
-        const uint4* slot = local + call.buffer + size_t(src) * V + p0;
-#ifdef QR_ONE_SHOT_SKIP5
-        if (p0 % 5 == 4) { got.v[0] = make_uint4(0, 0, 0, 0); continue; }
-#endif
-        ok = spin_until(
-            w,
-            [&] {
-              Vectors<kBatch> x;
-#pragma unroll
-              for (int k = 0; k < kBatch; ++k) x.v[k] = p0 + k * stride < vectors ? ld_volatile_v4(slot + k * stride) : make_uint4(0, 0, 0, 0);
-              return x;
-            },
-            [&](const Vectors<kBatch>& x) {
-              bool all = true;
-#pragma unroll
-              for (int k = 0; k < kBatch; ++k) all = all && (p0 + k * stride >= vectors || vector_arrived(x.v[k]));
-              return all;
-            },
-            got, src, call.epoch, 0);
+        const uint4* slot = local + buffer + size_t(src) * V + p;
+        ok = spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return vector_arrived(x); }, v,
+                        src, epoch, 0);
         if (!ok) break;
       }
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) accumulate_vector<D>(acc[k], got.v[k]);
+      accumulate_vector<D>(acc, v);
     }
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      const size_t p = p0 + k * stride;
-      if (ok && p < vectors) store_lane<D>(out + p * kLaneValues, ptrdiff_t(a.numel - p * kLaneValues), acc[k]);
-    }
-  }
-  call.finish(vectors);
-}
-
-// The packed one-shot (bf16, the lossless codec): the same protocol as one_shot_kernel, but a data
-// thread sends a group of 40 values (codecs/lossless_group.hpp) in 4 vectors instead of 5, or
-// raw in 6 when they do not pack. Group u is thread u's; its vectors interleave with those of
-// the warp's other groups (workspace.hpp: chunks), so a warp's loads and stores stay contiguous.
-// kW = 2: the peer's slot stays in registers from the wait to the sum; otherwise (any W) each
-// peer's slot is read again for each output vector.
-template <int kW>
-__global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads, kOneShotBlocksPerSm) one_shot_packed_kernel(AllReduceArgs a) {
-  using G = LosslessGroup;
-  constexpr DType D = DType::kBFloat16;
-  grid_dependency_wait();
-  grid_dependents_launch();
-  const auto* in = static_cast<const uint16_t*>(a.in);
-  const size_t vectors = (a.numel + kLaneValues - 1) / kLaneValues;
-  // 32-bit group and vector indices (fewer registers): the one-shot's messages are far smaller.
-  const uint32_t groups = uint32_t(packed_chunks(vectors)) * kGroupsPerChunk;
-  const uint32_t stride = uint32_t(kOneShotBlocks) * kOneShotThreads;
-  const uint32_t first = blockIdx.x * kOneShotThreads + threadIdx.x;
-  const bool control = threadIdx.x >= kOneShotThreads;
-  auto in_vector = [](uint32_t u, int i) { return u / kGroupsPerChunk * kChunkInVectors + i * kGroupsPerChunk + u % kGroupsPerChunk; };
-  auto slot_vector = [](uint32_t u, int i) { return u / kGroupsPerChunk * kChunkSlotVectors + i * kGroupsPerChunk + u % kGroupsPerChunk; };
-  auto load_group = [&](uint32_t u, uint4 g[G::kInVectors]) {
-#pragma unroll
-    for (int i = 0; i < G::kInVectors; ++i) g[i] = load_input_vector(in, in_vector(u, i), a.numel);
-  };
-  const uint32_t S = uint32_t(a.layout.packed_vectors);
-  const OneShotCall call(a, kPackedWire, S);
-  const int W = kW > 0 ? kW : a.world_size, me = a.rank;
-  auto* out = static_cast<uint16_t*>(a.out);
-
-  if (threadIdx.x == kOneShotThreads) call.send_signature(a, kPackedWire);
-  for (uint32_t u = first; !control && u < groups; u += stride) {
-    uint4 g[G::kInVectors];
-    load_group(u, g);
-#ifdef QR_PACKED_NOENC
-    for (int i = 0; i < 4; ++i) { uint4 v = g[i]; v.x |= G::kArrived; v.y |= G::kArrived; v.z |= G::kArrived; v.w |= G::kArrived | (i == 0 ? G::kPackedForm : 0u);
-      for (int j = 1; j < W; ++j) { const int d = rank_after(me, j, W);
-        auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.packed) + call.buffer + size_t(me) * S;
-        st_volatile_v4(dst + slot_vector(u, i), v); } }
-    continue;
-#endif
-    const G::Plan plan = G::plan(g);
-    // Each vector goes out as soon as it is made: fewer registers live than a whole slot.
-    auto send = [&](int i, const uint4& v) {
-      for (int j = 1; j < W; ++j) {
-        const int d = rank_after(me, j, W);
-        auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.packed) + call.buffer + size_t(me) * S;
-        st_volatile_v4(dst + slot_vector(u, i), v);
-      }
-    };
-    if (plan.fits) {
-#pragma unroll
-      for (int i = 0; i < G::kPackedVectors; ++i) send(i, G::packed_vector(g[i], plan, i));
-    } else {
-#pragma unroll
-      for (int n = 0; n < G::kSlotVectors; ++n) {  // the sign vector (5) first: it reads all of g
-        const int i = (n + G::kSlotVectors - 1) % G::kSlotVectors;
-        send(i, G::raw_vector(g, i));
-      }
-    }
+    if (ok) store_lane<D>(out + p * kLaneValues, ptrdiff_t(a.numel - p * kLaneValues), acc);
   }
 
-  // While the peers' data is in flight: empty the slots of this CTA's previous call (all 6 of a
-  // group: its form is not known here).
-  auto* local = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.packed);
-  for (uint32_t u = first; !control && u < call.prev_units; u += stride)
-    for (int src = 0; src < W; ++src)
-      if (src != me) {
-#pragma unroll
-        for (int i = 0; i < G::kSlotVectors; ++i) local[call.previous + size_t(src) * S + slot_vector(u, i)] = make_uint4(0, 0, 0, 0);
-      }
-
-  WaitContext w{&call.block->abort, a.record, a.timeout_ns, me};
-  bool ok = true;
-  if (threadIdx.x == kOneShotThreads) call.check_signatures(a, w);
-  // Wait until src's group u has arrived in full (its first 4 vectors, then 2 more if it is raw);
-  // `slot` receives what arrived.
-  auto wait_group = [&](int src, uint32_t u, uint4 slot[G::kSlotVectors]) {
-    const uint4* base = local + call.buffer + size_t(src) * S;
-#ifdef QR_PACKED_POLL_LAST
-    { uint4 last; if (!spin_until(w, [&] { return ld_volatile_v4(base + slot_vector(u, 3)); }, [](const uint4& x) { return G::arrived(x); }, last, src, call.epoch, 0)) return false; }
-#endif
-    Vectors<G::kPackedVectors> head;
-    bool arrived = spin_until(
-        w,
-        [&] {
-          Vectors<G::kPackedVectors> x;
-#pragma unroll
-          for (int i = 0; i < G::kPackedVectors; ++i) x.v[i] = ld_volatile_v4(base + slot_vector(u, i));
-          return x;
-        },
-        [](const Vectors<G::kPackedVectors>& x) {
-          return G::arrived(x.v[0]) && G::arrived(x.v[1]) && G::arrived(x.v[2]) && G::arrived(x.v[3]);
-        },
-        head, src, call.epoch, 0);
-#pragma unroll
-    for (int i = 0; i < G::kPackedVectors; ++i) slot[i] = head.v[i];
-    if (!arrived || G::packed(slot[0])) return arrived;
-    Vectors<2> tail;
-    arrived = spin_until(
-        w,
-        [&] { return Vectors<2>{{ld_volatile_v4(base + slot_vector(u, 4)), ld_volatile_v4(base + slot_vector(u, 5))}}; },
-        [](const Vectors<2>& x) { return G::arrived(x.v[0]) && G::arrived(x.v[1]); }, tail, src, call.epoch, 0);
-    slot[4] = tail.v[0], slot[5] = tail.v[1];
-    return arrived;
-  };
-  for (uint32_t u = first; !control && ok && u < groups; u += stride) {
-    uint4 held[G::kSlotVectors];
-    for (int src = 0; ok && src < W; ++src)
-      if (src != me) ok = wait_group(src, u, held);
-    if (!ok) break;
-    // Vector 4 first: it reads all of the held slot, each later one only its own vector of it.
-#pragma unroll
-    for (int n = 0; n < G::kInVectors; ++n) {
-      const int i = (n + G::kInVectors - 1) % G::kInVectors;
-      float acc[kLaneValues] = {};
-      for (int src = 0; src < W; ++src) {  // fixed order: every rank rounds the same sum
-        if (src == me) {  // my own values again (an L2 hit: not held in registers across the wait)
-          accumulate_vector<D>(acc, load_input_vector(in, in_vector(u, i), a.numel));
-        } else if constexpr (kW == 2) {
-#ifdef QR_PACKED_NOENC
-          accumulate_vector<D>(acc, held[i % 4]);
-#else
-          accumulate_vector<D>(acc, G::decode(held, i));
-#endif
-        } else {  // arrived in full above: read it again
-          uint4 slot[G::kSlotVectors];
-          const uint4* base = local + call.buffer + size_t(src) * S;
-#pragma unroll
-          for (int k = 0; k < G::kSlotVectors; ++k) slot[k] = ld_volatile_v4(base + slot_vector(u, k));
-          accumulate_vector<D>(acc, G::decode(slot, i));
-        }
-      }
-      const uint32_t p = in_vector(u, i);
-      if (p < vectors) store_lane<D>(out + size_t(p) * kLaneValues, ptrdiff_t(a.numel - size_t(p) * kLaneValues), acc);
-    }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ctrl->one_shot_epoch[blockIdx.x] = epoch;
+    ctrl->one_shot_prev_vectors[blockIdx.x] = uint32_t(vectors);
   }
-  call.finish(groups);
 }
 
 }  // namespace qr

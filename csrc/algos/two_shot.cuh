@@ -22,13 +22,6 @@
 // Peer-written data is read with ld.cg (L2), never through a possibly stale L1 line.
 // The lossless codec's slices go packed or raw (a CTA vote); thread 0 writes the form into the
 // destination's rs_forms/ag_forms word beside the slot before the flag, whose release orders it.
-//
-// One-phase (kOnePhase, 2 GPUs, exact codecs only: passthrough and lossless): one crossing
-// instead of two. Each rank pushes both slices of every tile to the peer and sums both itself, in
-// rank order, from exact values: the same bits on both ranks without an all-gather. With no
-// second handshake a rank may start its next call while the peer still reads this one's data, so
-// the data, flags and forms are double-buffered by the epoch's parity in regions of their own
-// (op_*; a call of either kind between two one-phase calls only adds ordering).
 #pragma once
 
 #include <type_traits>
@@ -204,11 +197,8 @@ template <class Codec>
 constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> ? 3 : 4;
 // kThreads: the CTA size as a compile-time constant (the slice layout and strides fold), or 0 for
 // blockDim.x.
-template <class Codec, DType D, int kWorld, int kThreads = 0, bool kOnePhase = false>
+template <class Codec, DType D, int kWorld, int kThreads = 0>
 __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) two_shot_kernel(AllReduceArgs a) {
-  static_assert(!kOnePhase || (kWorld == 2 && (std::is_same_v<Codec, PassthroughCodec> ||
-                                                std::is_same_v<Codec, LosslessCodec>)),
-                "one-phase: 2 GPUs and an exact codec (the ranks' sums must agree bit for bit)");
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
   constexpr bool kPassthrough = std::is_same_v<Codec, PassthroughCodec>;  // groups and step order differ
@@ -251,12 +241,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   const auto* in = static_cast<const uint16_t*>(a.in);
   auto* out = static_cast<uint16_t*>(a.out);
   uint8_t* local = a.workspaces[me];
-  // Where scattered slices, their flags and forms go: the one-phase's half for this epoch's parity.
-  const uint32_t parity = epoch & 1u;
-  const size_t rs_data_at = kOnePhase ? a.layout.op_data + parity * a.layout.op_data_bytes : a.layout.rs_data;
-  const size_t rs_flags_at = kOnePhase ? a.layout.op_flags + parity * a.layout.op_flag_bytes : a.layout.rs_flags;
-  const size_t rs_forms_at = kOnePhase ? a.layout.op_forms + parity * a.layout.op_form_bytes : a.layout.rs_forms;
-  const auto* rs_flags = reinterpret_cast<const uint64_t*>(local + rs_flags_at);
+  const auto* rs_flags = reinterpret_cast<const uint64_t*>(local + a.layout.rs_flags);
   const auto* ag_flags = reinterpret_cast<const uint64_t*>(local + a.layout.ag_flags);
   WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
   // The j-th rank after me in ring order, j = 1..W-1: every peer once, in the same order everywhere.
@@ -345,7 +330,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   const size_t my_tiles = tiles_q + (blockIdx.x < tiles_r ? 1 : 0);
   const size_t tile_base = blockIdx.x * tiles_q + min(size_t(blockIdx.x), tiles_r);
   // Groups = 0: chosen by the bytes this CTA pushes per phase (two_shot_auto_groups, measured).
-  const size_t push_bytes = my_tiles * size_t(kOnePhase ? W : W - 1) * sl.total;
+  const size_t push_bytes = my_tiles * size_t(W - 1) * sl.total;
   const size_t n_groups = a.groups > 0 ? size_t(a.groups)
                                        : two_shot_auto_groups(push_bytes, kPassthrough);
   const size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
@@ -411,16 +396,13 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     constexpr bool kFull = decltype(all_full)::value;
     if (n) fetch_input(c.first, rank_after(1), kFull);
     uint32_t part = 0;  // this tile's place among the slices staged for one copy
-    // Slices j = 1..W-1 go to their owners; one-phase: also slice W (= mine) to the peer, each
-    // slice s into slot [s][tile] of the peer's half.
-    const int slices_sent = kOnePhase ? W : W - 1;
     for (uint32_t i = 0; i < n; ++i, advance(c)) {
       const bool full = kFull || c.first + tile_values <= a.numel;
-      for (int j = 1; j <= slices_sent; ++j) {
-        const int s = rank_after(j), d = kOnePhase ? rank_after(1) : s;
+      for (int j = 1; j < W; ++j) {
+        const int d = rank_after(j);
         float v[kLaneValues];
-        fetch.take<D>(in_lane + c.first + s * slice_values, lane_valid(c.first, full, s), v);
-        if (j < slices_sent) {
+        fetch.take<D>(in_lane + c.first + d * slice_values, lane_valid(c.first, full, d), v);
+        if (j + 1 < W) {
           fetch_input(c.first, rank_after(j + 1), kFull);
         } else if (i + 1 < n) {
           fetch_input(c.first + tile_values, rank_after(1), kFull);
@@ -428,12 +410,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         Packed p;
         uint16_t scale = IO::encode(v, p);
         const bool flush = part + 1 == kParts || i + 1 == n;
-        const size_t slot = kOnePhase ? size_t(s) * src_stride : my_slot;
-        const size_t form = kOnePhase ? c.index + s : c.index + me;
         send_slice(
             p, scale,
-            [&](int) { return a.workspaces[d] + rs_data_at + (c.slots - part * sl.total) + slot; },
-            [&](int) { return form_at(a.workspaces[d] + rs_forms_at, form); }, 1, part, flush);
+            [&](int) { return a.workspaces[d] + a.layout.rs_data + (c.slots - part * sl.total) + my_slot; },
+            [&](int) { return form_at(a.workspaces[d] + a.layout.rs_forms, c.index + me); }, 1, part, flush);
         part = flush ? 0 : part + 1;
       }
     }
@@ -484,35 +464,6 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     return true;
     });
   };
-  auto reduce_both = [&](size_t g) {  // one-phase: sum both slices of every tile of g in rank order
-    if (!timed_wait(rs_flags, g, 1, Phase::kWaitScatter)) return false;
-    const long long t = timers.now();
-    TileCursor c = cursor(g);
-    const uint32_t n = uint32_t(group_size(g));
-    for (uint32_t i = 0; i < n; ++i, advance(c)) {
-      const bool full = c.first + tile_values <= a.numel;
-      const uint8_t* slots = local + rs_data_at + c.slots;
-      for (int s = 0; s < W; ++s) {
-        float acc[kLaneValues];
-        for (int src = 0; src < W; ++src) {
-          float v[kLaneValues];
-          if (src == me) {
-            load_lane<D>(in_lane + c.first + s * slice_values, lane_valid(c.first, full, s), v);
-          } else {
-            Packed p;
-            const uint16_t scale =
-                IO::load(slots + s * src_stride, sl, lane, p, form_at(local + rs_forms_at, c.index + s));
-            IO::decode(p, scale, v);
-          }
-#pragma unroll
-          for (int k = 0; k < kLaneValues; ++k) acc[k] = src == 0 ? v[k] : acc[k] + v[k];
-        }
-        store_lane<D>(out_lane + c.first + s * slice_values, lane_valid(c.first, full, s), acc);
-      }
-    }
-    timers.add(Phase::kReduce, t);
-    return true;
-  };
   auto gather = [&](size_t g) {  // 3. decode the other owners' reduced slices
     if (!timed_wait(ag_flags, g, 2, Phase::kWaitReduce)) return false;
     const long long t = timers.now();
@@ -546,13 +497,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   // (64-256 MB; bench/NOTES.md change 30).
   const bool gather_first = !kPassthrough && groups >= 10;
   bool ok = true;
-  // One-phase: step s scatters group s and sums s-1; the scatter is announced after the sums.
-  for (size_t step = 0; kOnePhase && ok && step < groups + 1; ++step) {
-    if (step < groups) scatter(step);
-    if (step >= 1) ok = reduce_both(step - 1);
-    if (step < groups) announce(rs_flags_at, tile_of(step, 0));
-  }
-  for (size_t step = 0; !kOnePhase && ok && step < groups + 2; ++step) {
+  for (size_t step = 0; ok && step < groups + 2; ++step) {
     const bool scatters = step < groups, reduces = step >= 1 && step - 1 < groups;
     long long t = timers.now();
     if (scatters) scatter(step);

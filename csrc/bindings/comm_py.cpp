@@ -20,7 +20,6 @@ void register_comm(nb::module_& m) {
   m.attr("DTYPE_BFLOAT16") = int(qr::DType::kBFloat16);
   m.attr("ALGO_ONE_SHOT") = int(qr::Algo::kOneShot);
   m.attr("ALGO_TWO_SHOT") = int(qr::Algo::kTwoShot);
-  m.attr("ALGO_ONE_PHASE") = int(qr::Algo::kOnePhase);
   m.attr("MAX_WORLD_SIZE") = qr::kMaxWorldSize;
   m.def("one_shot_max_bytes", &qr::one_shot_max_bytes, "world_size"_a,
         "Largest message the one-shot takes for this world size (a smaller max_size lowers it).");
@@ -49,7 +48,6 @@ void register_comm(nb::module_& m) {
       .def_prop_ro("max_bytes", &qr::Communicator::max_bytes)
       .def_prop_ro("workspace_bytes", &qr::Communicator::workspace_bytes)
       .def_prop_ro("one_shot_max_bytes", &qr::Communicator::one_shot_max_bytes)
-      .def_prop_ro("one_phase_max_bytes", &qr::Communicator::one_phase_max_bytes)
       .def_prop_ro("is_open", &qr::Communicator::is_open)
       .def_prop_ro("is_broken", &qr::Communicator::is_broken);
 }

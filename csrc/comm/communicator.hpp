@@ -21,7 +21,7 @@
 
 namespace qr {
 
-enum class Algo : int { kOneShot = 0, kTwoShot = 1, kOnePhase = 2 };
+enum class Algo : int { kOneShot = 0, kTwoShot = 1 };
 
 class Communicator {
  public:
@@ -45,7 +45,6 @@ class Communicator {
   size_t max_bytes() const { return max_bytes_; }
   size_t workspace_bytes() const { return layout_.total; }
   size_t one_shot_max_bytes() const { return layout_.lamport_vectors * 16; }
-  size_t one_phase_max_bytes() const { return layout_.one_phase_bytes; }  // 0: not on this world size
   bool is_open() const { return peers_open_ && !closed_; }
   bool is_broken() const { return broken_; }
 

@@ -6,15 +6,12 @@
 //   [ag_flags]  [tile][src] u64 {epoch, call signature}: "reduced slice of tile t is in your ag_data"
 //   [lamport]   [3 buffers][src][vector] 16-byte vectors of the one-shot; "empty" = every
 //               16-bit half holds the sentinel 0x8000 (-0.0), which real data never carries
-//   [packed]    [3 buffers][src][slot vector] of the packed one-shot (bf16 lossless); empty = 0
 //   [rs_forms]  [tile][src] u32: the lossless codec's form (1 raw, 2 packed) of that rs_data slice
 //   [ag_forms]  [tile][src] u32: the same for ag_data
 //   [rs_data]   [src][tile] encoded slices sent to this rank, the slice's owner (a CTA's
 //               consecutive tiles from one source lie side by side: on 2 GPUs at 512 threads the
 //               two-shot sends two of int4/fp4/int6 in one copy)
 //   [ag_data]   [src][tile] encoded reduced slices broadcast by their owners
-//   one-phase (2 GPUs): [op_flags] [2][tile][src], [op_forms] [2][tile][src], [op_data] [2][slice][tile]:
-//               the peer's whole tiles, in the half picked by the call epoch's parity
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -31,16 +28,12 @@ constexpr int kMaxWorldSize = 8;
 // thread one vector up to 2 MiB: at 2 MiB, 528 CTAs (two vectors a thread, one after the other)
 // measured ~10% slower against TensorRT-LLM's one-shot in the same run (bench/NOTES.md change 25).
 constexpr int kOneShotBlocks = 1056;
-constexpr int kOneShotBlocksPerSm = 8;  // what kOneShotBlocks assumes (132 SMs): all resident
 constexpr int kOneShotThreads = 128;        // data threads per one-shot CTA
 constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the peers' calls
 // Largest message the one-shot accepts. On 2 GPUs it moves the same bytes as the two-shot with one
 // crossing instead of two, and measured faster up to 8 MiB (8 MiB: 30.5 against 32.7 us; 12 MiB:
 // 46.0 against 44.5; bench/NOTES.md change 26); on more GPUs it moves W-1 times the message.
 QR_HD constexpr size_t one_shot_max_bytes(int world_size) { return size_t(world_size == 2 ? 8 : 4) << 20; }
-// Largest message of the one-phase all-reduce (2 GPUs, exact codecs: two_shot.cuh, kOnePhase), which
-// double-buffers its data in a region of its own.
-QR_HD constexpr size_t one_phase_max_bytes(int world_size) { return world_size == 2 ? size_t(32) << 20 : 0; }
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
 constexpr int kTwoShotGroups = 16;  // most groups the automatic rule picks (explicit groups: up to 64)
@@ -63,26 +56,19 @@ static_assert(two_shot_auto_groups(25 << 10, false) == 1, "64 MB int6: 1 group (
 static_assert(two_shot_auto_groups(143 << 10, false) == 6, "512 MB int4: 6 groups (1: +6%)");
 static_assert(two_shot_auto_groups(286 << 10, false) == 12, "1 GiB int4: 8-12 groups (4: +4%)");
 
-// A one-shot kernel's own epochs, clear counts and signature slots: the plain and the packed
-// one-shot each have one (they use separate buffers, so their epochs advance separately).
-struct OneShotControl {
-  uint32_t epoch[kOneShotBlocks];       // per CTA, advanced by that CTA
-  uint32_t prev_units[kOneShotBlocks];  // units (vectors, groups) of that CTA's previous call, to clear
-  // Written by peers: {epoch, call signature} of their one-shot call, per CTA, epoch parity and
-  // source rank, so ranks that make different calls get an error instead of each other's data.
-  // Two slots: a peer may start its next call (and send its signature) as soon as it has this
-  // call's data, before this rank has read the signature of this call; it cannot start the call
-  // after that before this rank has finished this one.
-  uint64_t signature[kOneShotBlocks][2][kMaxWorldSize];
-};
-enum OneShotWire : int { kPlainWire = 0, kPackedWire = 1, kOneShotWires = 2 };
-
 struct ControlBlock {
   uint32_t two_shot_epoch;  // advanced by the last CTA of each two-shot call
   uint32_t two_shot_done;   // CTAs finished in the current two-shot call
   uint32_t abort;           // set by the first wait that times out; later calls return at once
   uint32_t pad;
-  OneShotControl one_shot[kOneShotWires];
+  uint32_t one_shot_epoch[kOneShotBlocks];      // per CTA, advanced by that CTA
+  uint32_t one_shot_prev_vectors[kOneShotBlocks];  // vectors of that CTA's previous call, to clear
+  // Written by peers: {epoch, call signature} of their one-shot call, per CTA, epoch parity and
+  // source rank, so ranks that make different calls get an error instead of each other's data.
+  // Two slots: a peer may start its next call (and send its signature) as soon as it has this
+  // call's data, before this rank has read the signature of this call; it cannot start the call
+  // after that before this rank has finished this one.
+  uint64_t one_shot_signature[kOneShotBlocks][2][kMaxWorldSize];
 };
 
 // A flag word: the call's epoch (low half) and its signature (high half) in one 8-byte store.
@@ -94,23 +80,13 @@ constexpr uint32_t kEpochPeriod = 3u << 29;
 constexpr uint32_t kLamportEmptyHalf = 0x8000u;  // -0.0: "not arrived yet"
 constexpr uint32_t kLamportEmpty = kLamportEmptyHalf << 16 | kLamportEmptyHalf;  // a word of two
 constexpr int kLamportBuffers = 3;
-// The packed one-shot (codecs/lossless_group.hpp): a thread sends a group of 40 bf16 values (5
-// vectors) in a slot of 6; a warp's 32 groups interleave so that every load and store of a warp is
-// contiguous: a chunk is 32 groups, 160 vectors of the tensor, 192 slot vectors.
-constexpr int kGroupsPerChunk = 32;
-constexpr int kChunkInVectors = kGroupsPerChunk * 5;
-constexpr int kChunkSlotVectors = kGroupsPerChunk * 6;
-QR_HD constexpr size_t packed_chunks(size_t vectors) { return (vectors + kChunkInVectors - 1) / kChunkInVectors; }
 
 inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 struct WorkspaceLayout {
   size_t lamport_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * lamport_vectors * 16; }
-  size_t packed_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * packed_vectors * 16; }
-  size_t control, rs_flags, ag_flags, rs_forms, ag_forms, lamport, packed, rs_data, ag_data, total;
-  size_t max_tiles, lamport_vectors, packed_vectors;  // per buffer and source
-  // The one-phase all-reduce's regions, two of each (by the call epoch's parity).
-  size_t op_flags, op_forms, op_data, op_flag_bytes, op_form_bytes, op_data_bytes, one_phase_bytes;
+  size_t control, rs_flags, ag_flags, rs_forms, ag_forms, lamport, rs_data, ag_data, total;
+  size_t max_tiles, lamport_vectors;  // lamport_vectors: per buffer and source
 
   static WorkspaceLayout make(int world_size, size_t max_bytes) {
     WorkspaceLayout w{};
@@ -119,28 +95,18 @@ struct WorkspaceLayout {
     w.max_tiles = (max_values + min_tile_values - 1) / min_tile_values;
     size_t one_shot_bytes = std::min(max_bytes, one_shot_max_bytes(world_size));
     w.lamport_vectors = align_up(one_shot_bytes, 16) / 16;
-    w.packed_vectors = packed_chunks(w.lamport_vectors) * kChunkSlotVectors;
     size_t off = 0;
     auto take = [&](size_t bytes) { size_t at = off; off = align_up(off + bytes, 256); return at; };
     w.control = take(sizeof(ControlBlock));
     w.rs_flags = take(w.max_tiles * world_size * 8);
     w.ag_flags = take(w.max_tiles * world_size * 8);
-    w.one_phase_bytes = std::min(max_bytes, one_phase_max_bytes(world_size));
-    const size_t op_tiles = (w.one_phase_bytes / 2 + min_tile_values - 1) / min_tile_values;
-    w.op_flag_bytes = align_up(op_tiles * world_size * 8, 256);
-    w.op_form_bytes = align_up(op_tiles * world_size * 4, 256);
-    w.op_flags = take(2 * w.op_flag_bytes);  // before the lamport buffers: zeroed with the flags
-    w.op_forms = take(2 * w.op_form_bytes);
     w.lamport = take(w.lamport_bytes(world_size));
-    w.packed = take(w.packed_bytes(world_size));
     w.rs_forms = take(w.max_tiles * world_size * 4);
     w.ag_forms = take(w.max_tiles * world_size * 4);
     // Data slots: at most the message itself plus one partly filled tile of the largest CTA.
     size_t slack = size_t(world_size) * kTwoShotMaxThreads * 8 * 2;
     w.rs_data = take(max_bytes + slack);
     w.ag_data = take(max_bytes + slack);
-    w.op_data_bytes = w.one_phase_bytes ? align_up(w.one_phase_bytes + slack, 256) : 0;
-    w.op_data = take(2 * w.op_data_bytes);
     w.total = off;
     return w;
   }
