@@ -13,7 +13,6 @@ def run(rank, world, port):
     methods = [("nccl", None, None), ("one", "fp16", "one_shot"), ("onepdl", "fp16", "one_shot"), ("two", "fp16", "two_shot"), ("two_g1", "fp16", "two_shot"), ("two_g16", "fp16", "two_shot"), ("fp8", "fp8", "two_shot"), ("int8", "int8", "two_shot"), ("int6", "int6", "two_shot"), ("int4", "int4", "two_shot"), ("int4_g1", "int4", "two_shot"), ("int4_g16", "int4", "two_shot"), ("fp4", "fp4", "two_shot")]
     if os.environ.get("DEV_SIZES"):  # e.g. 8K,32K,1,64 (no suffix: MiB)
         sizes = [int(x[:-1]) << 10 if x.endswith("K") else int(x) << 20 for x in os.environ["DEV_SIZES"].split(",")]
-    methods += [("onell", "lossless", "one_shot"), ("onellpdl", "lossless", "one_shot"), ("lossless", "lossless", "two_shot")]
     methods += [("two_t128", "fp16", "two_shot"), ("two_t256", "fp16", "two_shot"), ("two_t512", "fp16", "two_shot")]
     methods += [(f"{c}_t{t}_b{b}", c, "two_shot") for c in ("int4", "fp4", "two") for t in (256, 512) for b in (66, 132, 264)]
     methods += [(f"{c}_t512_b{b}", c, "two_shot") for c in ("int4", "fp4", "int6", "fp8") for b in (396, 528)]

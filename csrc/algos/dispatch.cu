@@ -47,15 +47,6 @@ cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t
   });
 }
 
-cudaError_t launch_one_shot_packed(const AllReduceArgs& args, cudaStream_t stream) {
-  const size_t chunks = packed_chunks((args.numel + kLaneValues - 1) / kLaneValues);
-  const size_t warps = kOneShotThreads / 32;
-  const size_t owners = (chunks + warps - 1) / warps;  // CTAs that own chunks (a chunk a warp)
-  const int blocks = int(std::clamp(owners, size_t(1), size_t(kOneShotBlocks)));
-  auto kernel = args.world_size == 2 ? one_shot_packed_kernel<2> : one_shot_packed_kernel<0>;
-  return launch(kernel, blocks, kOneShotThreads + kOneShotControlThreads, args, stream);
-}
-
 namespace {
 // CTAs that fit at once on the whole device for this kernel and CTA size: the two-shot grid never
 // exceeds it, so every CTA a peer waits for is resident. Cached per (kernel, CTA size): the

@@ -1,7 +1,6 @@
 // Host-side launchers (implemented in dispatch.cu); they enqueue on the caller's stream and return
 // the launch status. Contracts:
 //  - one-shot: passthrough only, numel * 2 <= min(max_size, one_shot_max_bytes(world_size)).
-//  - packed one-shot: bf16 (the lossless codec), the same size limit.
 //  - two-shot: any codec, numel * 2 <= max_size.
 // Both need every rank to make the same call (size, dtype, codec, algorithm) in the same order.
 #pragma once
@@ -13,7 +12,6 @@
 namespace qr {
 
 cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t stream);
-cudaError_t launch_one_shot_packed(const AllReduceArgs& args, cudaStream_t stream);
 cudaError_t launch_fill_u32(uint32_t* ptr, size_t count, uint32_t value, cudaStream_t stream);
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream);
 

@@ -83,21 +83,6 @@ void register_twin(nb::module_& m) {
     return nb::make_tuple(arr, nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(fits->data(), {blocks}, owner));
   }, "x"_a, "The lossless codec's packing of bf16 bits x, blockwise: (packed-then-unpacked, packs per block).");
 
-  m.def("lossless_group_round_trip", [](Bits x) {
-    constexpr size_t kGroupValues = 40, kGroupWords = 24;
-    const size_t n = x.shape(0), groups = (n + kGroupValues - 1) / kGroupValues;
-    std::vector<uint16_t>* out;
-    auto arr = new_array(n, &out);
-    auto* packed = new std::vector<uint8_t>(groups);
-    auto* wire = new std::vector<uint32_t>(groups * kGroupWords);
-    nb::capsule packed_owner(packed, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
-    nb::capsule wire_owner(wire, [](void* p) noexcept { delete static_cast<std::vector<uint32_t>*>(p); });
-    qr::lossless_group_round_trip(x.data(), out->data(), packed->data(), wire->data(), n);
-    return nb::make_tuple(arr, nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(packed->data(), {groups}, packed_owner),
-                          nb::ndarray<nb::numpy, uint32_t, nb::ndim<2>>(wire->data(), {groups, kGroupWords}, wire_owner));
-  }, "x"_a, "The packed one-shot's wire format over groups of 40 bf16 values: (decoded, packed per group, "
-            "the 24 slot words per group as sent, 0 where unsent).");
-
   m.def("two_shot_slice_values", &qr::two_shot_slice_values, "numel"_a, "world_size"_a,
         "Values per two-shot slice for this message: value i is reduced by rank (i // slice) % world_size.");
 

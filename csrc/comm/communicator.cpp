@@ -50,11 +50,10 @@ Communicator::Communicator(int rank, int world_size, int device, size_t max_byte
   DeviceGuard guard(device);
   QR_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&workspace_), layout_.total));
   // Control words and flags start at 0 (epochs never take that value); the one-shot's buffers
-  // start empty (the sentinel), the packed one-shot's too (0).
+  // start empty (the sentinel).
   QR_CUDA_CHECK(cudaMemset(workspace_, 0, layout_.lamport));
   QR_CUDA_CHECK(launch_fill_u32(reinterpret_cast<uint32_t*>(workspace_ + layout_.lamport),
                                 layout_.lamport_bytes(world_size) / 4, kLamportEmpty, nullptr));
-  QR_CUDA_CHECK(cudaMemset(workspace_ + layout_.packed, 0, layout_.packed_bytes(world_size)));
   QR_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&record_host_), sizeof(ErrorRecord), cudaHostAllocMapped));
   std::memset(record_host_, 0, sizeof(ErrorRecord));
   QR_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&record_device_), record_host_, 0));
@@ -142,14 +141,11 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
   auto s = reinterpret_cast<cudaStream_t>(stream);
   DeviceGuard guard(device_);
   if (algo == Algo::kOneShot) {
-    if (codec != CodecId::kPassthrough && codec != CodecId::kLossless)
-      throw std::invalid_argument("the one-shot algorithm takes the passthrough or the lossless codec only");
-    if (codec == CodecId::kLossless && dtype != DType::kBFloat16)
-      throw std::invalid_argument("the lossless one-shot packs bf16 only (fp16: use the passthrough, the same bits)");
+    if (codec != CodecId::kPassthrough) throw std::invalid_argument("the one-shot algorithm is passthrough only");
     if (numel * 2 > one_shot_max_bytes())
       throw std::invalid_argument("message of " + std::to_string(numel * 2) + " bytes exceeds the one-shot limit " +
                                   std::to_string(one_shot_max_bytes()));
-    QR_CUDA_CHECK(codec == CodecId::kLossless ? launch_one_shot_packed(args, s) : launch_one_shot(args, dtype, s));
+    QR_CUDA_CHECK(launch_one_shot(args, dtype, s));
   } else {
     if (threads == 0) threads = default_two_shot_threads(numel, world_size_);
     if (threads < kTwoShotMinThreads || threads > kTwoShotMaxThreads || threads % 32)

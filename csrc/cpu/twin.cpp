@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "codecs/dispatch.hpp"
-#include "codecs/lossless_group.hpp"
 
 namespace qr {
 namespace {
@@ -118,31 +117,6 @@ void lossless_pack_round_trip(const uint16_t* x, uint16_t* out, uint8_t* fits, s
       }
     }
   });
-}
-
-void lossless_group_round_trip(const uint16_t* x, uint16_t* out, uint8_t* packed, uint32_t* wire, size_t n) {
-  using G = LosslessGroup;
-  constexpr size_t kValues = G::kInVectors * kLaneValues;
-  for (size_t g = 0, base = 0; base < n; ++g, base += kValues) {
-    uint4 in[G::kInVectors], slot[G::kSlotVectors];
-    for (int j = 0; j < 4 * G::kInVectors; ++j) {
-      const size_t at = base + 2 * j;
-      G::set_word(in, j, (at < n ? x[at] : 0u) | (at + 1 < n ? uint32_t(x[at + 1]) << 16 : 0u));
-    }
-    packed[g] = G::encode(in, slot);
-    const int sent = packed[g] ? G::kPackedVectors : G::kSlotVectors;
-    for (int j = 0; j < 4 * G::kSlotVectors; ++j) {  // unsent vectors stay empty, as the buffer's are
-      if (j >= 4 * sent) G::set_word(slot, j, 0u);
-      wire[g * 4 * G::kSlotVectors + j] = G::word(slot, j);
-    }
-    for (int i = 0; i < G::kInVectors; ++i) {
-      const uint4 v = G::decode(slot, i);
-      for (int k = 0; k < kLaneValues; ++k) {
-        const size_t at = base + i * kLaneValues + k;
-        if (at < n) out[at] = uint16_t(G::word(&v, k / 2) >> (16 * (k & 1)));
-      }
-    }
-  }
 }
 
 }  // namespace qr

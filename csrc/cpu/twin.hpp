@@ -25,9 +25,4 @@ void twin_all_reduce(const uint16_t* const* inputs, int world_size, uint16_t* ou
 // then send the slice raw). out must equal x bit for bit either way.
 void lossless_pack_round_trip(const uint16_t* x, uint16_t* out, uint8_t* fits, size_t n);
 
-// The packed one-shot's wire format (codecs/lossless_group.hpp), per group of 40 bf16 values (the
-// tail zero-padded): wire[g] receives the group's 24 slot words as sent (0 where nothing is sent),
-// packed[g] whether it took the packed form, out the values decoded from the wire.
-void lossless_group_round_trip(const uint16_t* x, uint16_t* out, uint8_t* packed, uint32_t* wire, size_t n);
-
 }  // namespace qr

@@ -110,13 +110,6 @@ __device__ __forceinline__ void report_error(const WaitContext& w, ErrorCode cod
 // The word a timeout reports as "seen": a flag's epoch half, a packet's first word.
 __device__ __forceinline__ uint32_t seen_word(uint64_t flag) { return uint32_t(flag); }
 __device__ __forceinline__ uint32_t seen_word(uint4 packet) { return packet.x; }
-// Several 16-byte vectors polled together (the packed one-shot waits for a group's whole slot).
-template <int N>
-struct Vectors {
-  uint4 v[N];
-};
-template <int N>
-__device__ __forceinline__ uint32_t seen_word(const Vectors<N>& packets) { return packets.v[0].x; }
 
 // Spin until ready(value) holds for value = load(), or the deadline passes, or another wait on
 // this rank already gave up. Returns false on failure (after reporting it).

@@ -6,7 +6,6 @@
 //   [ag_flags]  [tile][src] u64 {epoch, call signature}: "reduced slice of tile t is in your ag_data"
 //   [lamport]   [3 buffers][src][vector] 16-byte vectors of the one-shot; "empty" = every
 //               16-bit half holds the sentinel 0x8000 (-0.0), which real data never carries
-//   [packed]    [3 buffers][src][slot vector] of the packed one-shot (bf16 lossless); empty = 0
 //   [rs_forms]  [tile][src] u32: the lossless codec's form (1 raw, 2 packed) of that rs_data slice
 //   [ag_forms]  [tile][src] u32: the same for ag_data
 //   [rs_data]   [src][tile] encoded slices sent to this rank, the slice's owner (a CTA's
@@ -29,7 +28,6 @@ constexpr int kMaxWorldSize = 8;
 // thread one vector up to 2 MiB: at 2 MiB, 528 CTAs (two vectors a thread, one after the other)
 // measured ~10% slower against TensorRT-LLM's one-shot in the same run (bench/NOTES.md change 25).
 constexpr int kOneShotBlocks = 1056;
-constexpr int kOneShotBlocksPerSm = 8;  // what kOneShotBlocks assumes (132 SMs): all resident
 constexpr int kOneShotThreads = 128;        // data threads per one-shot CTA
 constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the peers' calls
 // Largest message the one-shot accepts. On 2 GPUs it moves the same bytes as the two-shot with one
@@ -58,26 +56,19 @@ static_assert(two_shot_auto_groups(25 << 10, false) == 1, "64 MB int6: 1 group (
 static_assert(two_shot_auto_groups(143 << 10, false) == 6, "512 MB int4: 6 groups (1: +6%)");
 static_assert(two_shot_auto_groups(286 << 10, false) == 12, "1 GiB int4: 8-12 groups (4: +4%)");
 
-// A one-shot kernel's own epochs, clear counts and signature slots: the plain and the packed
-// one-shot each have one (they use separate buffers, so their epochs advance separately).
-struct OneShotControl {
-  uint32_t epoch[kOneShotBlocks];       // per CTA, advanced by that CTA
-  uint32_t prev_units[kOneShotBlocks];  // units (vectors, groups) of that CTA's previous call, to clear
-  // Written by peers: {epoch, call signature} of their one-shot call, per CTA, epoch parity and
-  // source rank, so ranks that make different calls get an error instead of each other's data.
-  // Two slots: a peer may start its next call (and send its signature) as soon as it has this
-  // call's data, before this rank has read the signature of this call; it cannot start the call
-  // after that before this rank has finished this one.
-  uint64_t signature[kOneShotBlocks][2][kMaxWorldSize];
-};
-enum OneShotWire : int { kPlainWire = 0, kPackedWire = 1, kOneShotWires = 2 };
-
 struct ControlBlock {
   uint32_t two_shot_epoch;  // advanced by the last CTA of each two-shot call
   uint32_t two_shot_done;   // CTAs finished in the current two-shot call
   uint32_t abort;           // set by the first wait that times out; later calls return at once
   uint32_t pad;
-  OneShotControl one_shot[kOneShotWires];
+  uint32_t one_shot_epoch[kOneShotBlocks];      // per CTA, advanced by that CTA
+  uint32_t one_shot_prev_vectors[kOneShotBlocks];  // vectors of that CTA's previous call, to clear
+  // Written by peers: {epoch, call signature} of their one-shot call, per CTA, epoch parity and
+  // source rank, so ranks that make different calls get an error instead of each other's data.
+  // Two slots: a peer may start its next call (and send its signature) as soon as it has this
+  // call's data, before this rank has read the signature of this call; it cannot start the call
+  // after that before this rank has finished this one.
+  uint64_t one_shot_signature[kOneShotBlocks][2][kMaxWorldSize];
 };
 
 // A flag word: the call's epoch (low half) and its signature (high half) in one 8-byte store.
@@ -89,24 +80,13 @@ constexpr uint32_t kEpochPeriod = 3u << 29;
 constexpr uint32_t kLamportEmptyHalf = 0x8000u;  // -0.0: "not arrived yet"
 constexpr uint32_t kLamportEmpty = kLamportEmptyHalf << 16 | kLamportEmptyHalf;  // a word of two
 constexpr int kLamportBuffers = 3;
-// The packed one-shot (codecs/lossless_group.hpp) works a warp at a time: a warp chunk is 30
-// vectors of the tensor, 6 groups of 40 values (lanes 5g..5g+4 hold group g). It sends rows 0-3
-// of its 6 groups as 24 consecutive vectors (3 whole 128-byte lines: whole lines are what save
-// time, bench/NOTES.md run 74) and, only for a group that does not pack, rows 4-5 into an extra
-// area of 12 vectors a chunk.
-constexpr int kChunkVectors = 30;
-constexpr int kChunkGroups = 6;
-constexpr int kChunkMain = 24;   // rows 0-3 of every group: [row][group]
-constexpr int kChunkExtra = 12;  // rows 4-5 of raw groups: [row - 4][group]
-QR_HD constexpr size_t packed_chunks(size_t vectors) { return (vectors + kChunkVectors - 1) / kChunkVectors; }
 
 inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 struct WorkspaceLayout {
   size_t lamport_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * lamport_vectors * 16; }
-  size_t packed_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * packed_vectors * 16; }
-  size_t control, rs_flags, ag_flags, rs_forms, ag_forms, lamport, packed, rs_data, ag_data, total;
-  size_t max_tiles, lamport_vectors, packed_vectors;  // per buffer and source
+  size_t control, rs_flags, ag_flags, rs_forms, ag_forms, lamport, rs_data, ag_data, total;
+  size_t max_tiles, lamport_vectors;  // lamport_vectors: per buffer and source
 
   static WorkspaceLayout make(int world_size, size_t max_bytes) {
     WorkspaceLayout w{};
@@ -115,16 +95,12 @@ struct WorkspaceLayout {
     w.max_tiles = (max_values + min_tile_values - 1) / min_tile_values;
     size_t one_shot_bytes = std::min(max_bytes, one_shot_max_bytes(world_size));
     w.lamport_vectors = align_up(one_shot_bytes, 16) / 16;
-    // Main rows of every chunk, then the extra rows; a multiple of 128 bytes, so every source's
-    // main rows stay in whole lines.
-    w.packed_vectors = align_up(packed_chunks(w.lamport_vectors) * (kChunkMain + kChunkExtra), 8);
     size_t off = 0;
     auto take = [&](size_t bytes) { size_t at = off; off = align_up(off + bytes, 256); return at; };
     w.control = take(sizeof(ControlBlock));
     w.rs_flags = take(w.max_tiles * world_size * 8);
     w.ag_flags = take(w.max_tiles * world_size * 8);
     w.lamport = take(w.lamport_bytes(world_size));
-    w.packed = take(w.packed_bytes(world_size));
     w.rs_forms = take(w.max_tiles * world_size * 4);
     w.ag_forms = take(w.max_tiles * world_size * 4);
     // Data slots: at most the message itself plus one partly filled tile of the largest CTA.

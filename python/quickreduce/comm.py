@@ -24,9 +24,8 @@ SUPPORTED_WORLD_SIZES = tuple(range(2, _C.MAX_WORLD_SIZE + 1))
 
 
 def _where_it_packs(codec: str, dtype: torch.dtype, algo: str) -> str:
-    """The lossless codec packs bf16 (in the one-shot and the two-shot); for fp16 the passthrough
-    gives the same bits."""
-    if codec == "lossless" and dtype != torch.bfloat16:
+    """The lossless codec packs bf16 in the two-shot only; elsewhere the passthrough gives the same bits."""
+    if codec == "lossless" and (dtype != torch.bfloat16 or algo == "one_shot"):
         return "fp16"
     return codec
 
@@ -40,8 +39,7 @@ class Communicator:
         max_size: largest message in bytes (default ``QUICKREDUCE_MAX_SIZE_MB``, 128 MiB). Each GPU
             allocates about ``2 * max_size`` of workspace, plus
             ``3 * world_size * min(max_size, quickreduce._C.one_shot_max_bytes(world_size))``
-            (8 MiB on 2 GPUs, else 4 MiB) for the one-shot buffers and 1.2 times that for the packed
-            (lossless) one-shot's (``quickreduce._C.workspace_bytes(world_size, max_size)`` gives it exactly).
+            (8 MiB on 2 GPUs, else 4 MiB) for the one-shot buffers (``quickreduce._C.workspace_bytes(world_size, max_size)`` gives it exactly).
         rank, world_size: instead of a group, build a communicator whose handles are exchanged by the
             caller (``ipc_handle()`` / ``set_handles()``), for Ray and other launchers.
 
@@ -164,9 +162,8 @@ class Communicator:
         elif algo == "auto":
             algo = "two_shot"
         if algo == "one_shot":
-            if name not in ("fp16", "lossless"):
-                raise ValueError(f"the one-shot algorithm is exact only (passthrough or lossless); codec {codec!r} "
-                                 "needs algo='two_shot'")
+            if name != "fp16":
+                raise ValueError(f"the one-shot algorithm is passthrough only; codec {codec!r} needs algo='two_shot'")
             if nbytes > self._c.one_shot_max_bytes:
                 raise ValueError(f"one-shot takes at most {self._c.one_shot_max_bytes} bytes, got {nbytes}")
         if algo == "nccl" and self.group is None:

@@ -4,7 +4,7 @@ A table belongs to one GPU model and world size and holds, per dtype, a sorted l
 breakpoints. Each breakpoint covers sizes up to `max_bytes` (inclusive; null = no limit) and names
 
 - `lossless`: the fastest exact method there, one of "one_shot", "two_shot", "nccl", or
-  ["one_shot" or "two_shot", "lossless"] (with the lossless bf16 packing: the same bits, fewer bytes);
+  ["two_shot", "lossless"] (the two-shot with the lossless bf16 packing: the same bits, fewer bytes);
 - `lossy`: for each codec bound, the fastest [algo, codec] whose error is at most that codec's
   error. A bound missing here means no lossy method beat the lossless one at these sizes.
 

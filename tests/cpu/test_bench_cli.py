@@ -228,8 +228,7 @@ def test_one_shot_limit_and_workspace_follow_world_size():
     assert _C.one_shot_max_bytes(2) == 8 * MiB and _C.one_shot_max_bytes(8) == 4 * MiB
 
     def one_shot_and_two_shot(world_size, max_size):  # the README's formula, flags and control aside
-        one_shot = min(max_size, _C.one_shot_max_bytes(world_size))
-        return 2 * max_size + 3 * world_size * (one_shot + one_shot * 6 // 5)  # plain and packed
+        return 2 * max_size + 3 * world_size * min(max_size, _C.one_shot_max_bytes(world_size))
 
     for world_size, max_size in ((2, MiB), (2, 16 * MiB), (4, 16 * MiB), (8, 128 * MiB)):
         extra = _C.workspace_bytes(world_size, max_size) - one_shot_and_two_shot(world_size, max_size)

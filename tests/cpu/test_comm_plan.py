@@ -1,6 +1,6 @@
 """How Communicator resolves (codec, algo) before a launch, on the CPU: the exact codecs
 (passthrough and lossless) give the same bits, so `auto` picks the fastest exact method, and the
-lossless packing is used only where it applies (bf16; one-shot and two-shot)."""
+lossless packing is used only where it applies (bf16, two-shot)."""
 from types import SimpleNamespace
 
 import pytest
@@ -32,12 +32,11 @@ def test_exact_codecs_take_the_fastest_exact_method(comm):
 def test_lossless_only_where_it_packs(comm):
     assert comm._plan(1 << 30, torch.float16, "lossless", "auto") == ("two_shot", "fp16")
     assert comm._plan(1 << 30, torch.float16, "auto", "auto") == ("two_shot", "fp16")
-    assert comm._plan(MiB, torch.float16, "lossless", "one_shot") == ("one_shot", "fp16")
-    assert comm._plan(MiB, torch.bfloat16, "lossless", "one_shot") == ("one_shot", "lossless")
+    assert comm._plan(MiB, torch.bfloat16, "lossless", "one_shot") == ("one_shot", "fp16")
     assert comm._plan(MiB, torch.bfloat16, "lossless", "two_shot") == ("two_shot", "lossless")
-    assert comm._plan(1 << 30, torch.bfloat16, "auto", "one_shot") == ("one_shot", "lossless")
+    assert comm._plan(1 << 30, torch.bfloat16, "auto", "one_shot") == ("one_shot", "fp16")
 
 
 def test_one_shot_refuses_lossy_codecs(comm):
-    with pytest.raises(ValueError, match="exact only"):
+    with pytest.raises(ValueError, match="passthrough only"):
         comm._plan(MiB, torch.bfloat16, "int4", "one_shot")

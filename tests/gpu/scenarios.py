@@ -74,20 +74,18 @@ def _fail(msg):
 
 # ---------------------------------------------------------------- scenarios
 def passthrough_reference(rank, world_size):
-    """One-shot (plain, and packed for bf16) and two-shot against the exact fp32-ordered sum and
-    float64, many sizes, both dtypes."""
+    """One-shot and two-shot against the exact fp32-ordered sum and float64, many sizes, both dtypes."""
     res = {}
     comm = qr.Communicator(max_size=64 << 20)
     for dname, dtype in DTYPES.items():
-        methods = [("one_shot", "fp16"), ("two_shot", "fp16")] + ([("one_shot", "lossless")] if dname == "bf16" else [])
-        for algo, codec in methods:
+        for algo in ("one_shot", "two_shot"):
             for i, n in enumerate(SIZES):
                 if algo == "one_shot" and n * 2 > comm._c.one_shot_max_bytes:
                     continue
                 xs = inputs_for(1000 + i, n, dtype, world_size)
-                out = comm.all_reduce(xs[rank], codec=codec, algo=algo)
+                out = comm.all_reduce(xs[rank], codec="fp16", algo=algo)
                 want = exact_passthrough(xs)
-                key = f"{algo}/{codec}/{dname}/n={n}"
+                key = f"{algo}/{dname}/n={n}"
                 err = rel_err(out, xs)
                 if not torch.equal(out.view(torch.int16), want.view(torch.int16)):
                     res[key] = f"differs from the fp32 rank-ordered sum (rel err vs float64 {err:.2e})"
@@ -104,45 +102,6 @@ def passthrough_reference(rank, world_size):
         x = xs[rank].clone()
         comm.all_reduce(x, out=x, algo="two_shot")
         res[f"max_size_in_place/{dname}"] = None if torch.equal(x.view(torch.int16), want.view(torch.int16)) else "wrong"
-    comm.close()
-    return res
-
-
-def lossless_one_shot_forms(rank, world_size):
-    """The packed one-shot on data that often does not pack (exponents spread over 80 binades, so
-    most groups of 40 go raw), on groups mixing both forms, and on specials (+-0, subnormals,
-    NaN, Inf, bf16's largest): the exact fp32-ordered sum, all ranks identical, with the plain
-    one-shot's calls in between (separate buffers and epochs)."""
-    res = {}
-    comm = qr.Communicator(max_size=16 << 20)
-    specials = torch.tensor([0.0, -0.0, 1e-40, -1e-40, float("nan"), float("inf"), -float("inf"), 3.0e38, -3.0e38, 1.0])
-    for i, n in enumerate([1, 39, 40, 41, 1279, 1281, 65537, (1 << 20) + 7, 4 << 20]):
-        g = torch.Generator(device="cuda").manual_seed(3000 + i)
-        xs = []
-        for r in range(world_size):
-            x = torch.randn(n, generator=g, device="cuda")
-            spread = torch.randint(-40, 41, (n,), generator=g, device="cuda").float()
-            raw_here = (torch.arange(n, device="cuda") // 40 + r) % 3 != 0  # a third of the groups stay narrow
-            x = torch.where(raw_here, x * torch.exp2(spread), x)
-            at = torch.arange(n, device="cuda")
-            x[at % 997 == r] = specials[r % len(specials)].cuda()
-            x[at % 131 == 5 + r] = -0.0
-            xs.append(x.to(torch.bfloat16))
-        want = bits(exact_passthrough(xs))
-        out = comm.all_reduce(xs[rank], codec="lossless", algo="one_shot")
-        plain = comm.all_reduce(xs[rank], codec="fp16", algo="one_shot")  # the plain one-shot in between
-        again = comm.all_reduce(xs[rank], codec="lossless", algo="one_shot")
-        key = f"n={n}"
-        if not same_values(bits(out), want, "bf16"):
-            res[key] = "packed one-shot != fp32 sum: " + first_mismatch(bits(out), want)
-        elif not same_values(bits(plain), want, "bf16"):
-            res[key] = "plain one-shot != fp32 sum: " + first_mismatch(bits(plain), want)
-        elif not torch.equal(out.view(torch.int16), again.view(torch.int16)):
-            res[key] = "the second packed call differs from the first"
-        elif not same_on_all_ranks(out):
-            res[key] = "ranks differ"
-        else:
-            res[key] = None
     comm.close()
     return res
 
@@ -219,8 +178,7 @@ def graph_replays(rank, world_size):
     """1000 replays of a captured graph with new inputs each time, for one-shot, two-shot and a codec."""
     res = {}
     comm = qr.Communicator(max_size=16 << 20)
-    for algo, codec, n in (("one_shot", "fp16", 4096 + 3), ("one_shot", "lossless", (1 << 20) + 3),
-                           ("two_shot", "fp16", 1 << 20), ("two_shot", "int4", 1 << 20)):
+    for algo, codec, n in (("one_shot", "fp16", 4096 + 3), ("two_shot", "fp16", 1 << 20), ("two_shot", "int4", 1 << 20)):
         dtype = torch.bfloat16
         bank = [inputs_for(9000 + k, n, dtype, world_size) for k in range(4)]
         x = torch.empty(n, dtype=dtype, device="cuda")
@@ -323,10 +281,6 @@ def bad_inputs(rank, world_size):
     expect("too large", ValueError, lambda: comm.all_reduce(torch.empty(1 << 20, device="cuda", dtype=torch.float16)), ["max_size"])
     expect("bad codec", ValueError, lambda: comm.all_reduce(x, codec="int3"), ["codec"])
     expect("one-shot with codec", ValueError, lambda: comm.all_reduce(x, codec="int4", algo="one_shot"), ["one-shot"])
-    raw_comm = comm._c  # below the Python checks: the C++ ones
-    expect("lossless one-shot on fp16", ValueError,
-           lambda: raw_comm.all_reduce(x.data_ptr(), x.data_ptr(), x.numel(), _C.DTYPE_FLOAT16, _C.codec_id("lossless"),
-                                       _C.ALGO_ONE_SHOT, torch.cuda.current_stream().cuda_stream), ["bf16"])
     empty = torch.empty(0, device="cuda", dtype=torch.float16)
     res["zero elements"] = None if comm.all_reduce(empty).numel() == 0 else "wrong"
     comm.close()
@@ -373,11 +327,9 @@ def call_mismatch(rank, world_size):
             ("two_shot size", {"algo": "two_shot"}, {"algo": "two_shot"}, 1 << 16, (1 << 16) + 8),
             ("two_shot codec", {"algo": "two_shot", "codec": "int4"}, {"algo": "two_shot", "codec": "int8"}, 1 << 16, 1 << 16),
             ("one_shot size", {"algo": "one_shot"}, {"algo": "one_shot"}, 4096, 4104),
-            ("lossless one_shot size", {"algo": "one_shot", "codec": "lossless"}, {"algo": "one_shot", "codec": "lossless"},
-             1 << 16, (1 << 16) + 40),
             ("dtype", {"algo": "one_shot"}, {"algo": "one_shot"}, 4096, 4096)):
         comm = qr.Communicator(max_size=1 << 20, timeout_s=3.0)
-        dtype = torch.bfloat16 if (name == "dtype" and rank == 1) or "lossless" in name else torch.float16
+        dtype = torch.bfloat16 if (name == "dtype" and rank == 1) else torch.float16
         n = n0 if rank == 0 else n1
         x = torch.randn(n, device="cuda", dtype=dtype)
         kwargs = kwargs0 if rank == 0 else kwargs1
@@ -423,7 +375,7 @@ def soak(rank, world_size):
     one_shot_coin = rng.integers(0, 2, calls)
     for it in range(calls):
         x, want, codec = cases[picks[it]]
-        algo = "one_shot" if codec in ("fp16", "lossless") and one_shot_coin[it] else "two_shot"
+        algo = "one_shot" if codec == "fp16" and one_shot_coin[it] else "two_shot"
         out = comm.all_reduce(x, codec=codec, algo=algo)
         wrong += (out.view(torch.int16) != want.view(torch.int16)).sum()
         digest += out.view(torch.int16).sum()
@@ -442,8 +394,7 @@ def soak(rank, world_size):
     res["100k calls identical"] = None if all(int(e) == int(digest) for e in everyone) else "ranks differ"
     res["info/100k calls"] = f"{calls} calls in {took:.1f}s, wrong elements {int(wrong)}"
 
-    # 10,000 graph replays: one-shot (plain and packed), two-shot and int4 in one graph, inputs
-    # changed per replay.
+    # 10,000 graph replays: one-shot, two-shot and int4 in one graph, inputs changed per replay.
     n = 65536 + 3
     bank = [inputs_for(50_000 + k, n, torch.bfloat16, world_size) for k in range(8)]
     want = [(exact_passthrough(b), torch.from_numpy(twin(b, "bf16", "int4").view(np.int16)).cuda().view(torch.bfloat16))
@@ -451,17 +402,15 @@ def soak(rank, world_size):
     x = torch.empty(n, dtype=torch.bfloat16, device="cuda")
     exp_exact, exp_int4 = torch.empty_like(x), torch.empty_like(x)
     errs = torch.zeros((), dtype=torch.int64, device="cuda")
-    o1, o2, o3, o4 = (torch.empty_like(x) for _ in range(4))
+    o1, o2, o3 = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
 
     def body():
         comm.all_reduce(x, out=o1, algo="one_shot")
         comm.all_reduce(x, out=o2, algo="two_shot")
         comm.all_reduce(x, out=o3, codec="int4")
-        comm.all_reduce(x, out=o4, codec="lossless", algo="one_shot")
         errs.add_((o1.view(torch.int16) != exp_exact.view(torch.int16)).sum()
                   + (o2.view(torch.int16) != exp_exact.view(torch.int16)).sum()
-                  + (o3.view(torch.int16) != exp_int4.view(torch.int16)).sum()
-                  + (o4.view(torch.int16) != exp_exact.view(torch.int16)).sum())
+                  + (o3.view(torch.int16) != exp_int4.view(torch.int16)).sum())
 
     x.copy_(bank[0][rank]); exp_exact.copy_(want[0][0]); exp_int4.copy_(want[0][1])
     s = torch.cuda.Stream()

@@ -28,7 +28,7 @@ def candidates(codecs: list[str]) -> dict[str, tuple[str, str | None]]:
     """Benchmark method -> (algo, codec); codec None means passthrough."""
     table: dict[str, tuple[str, str | None]] = {
         "nccl": ("nccl", None), "qr_one_shot": ("one_shot", None), "qr_two_shot": ("two_shot", None),
-        "qr_lossless": ("two_shot", "lossless"), "qr_one_shot_lossless": ("one_shot", "lossless")}
+        "qr_lossless": ("two_shot", "lossless")}
     for codec in codecs:
         if codec != "lossless":  # an exact candidate, in the table above
             table[f"qr_{codec}"] = ("two_shot", codec)
