@@ -28,9 +28,10 @@ def run(rank, world, port):
     for nbytes in sizes:
         n = nbytes // 2
         calls = 50 if nbytes < (1 << 20) else 20 if nbytes <= (64 << 20) else 5
-        nbuf = max(1, min(calls, (256 << 20) // nbytes))
+        calls = int(os.environ.get("DEV_CALLS", calls))
+        nbuf = int(os.environ.get("DEV_INPUTS", max(1, min(calls, (256 << 20) // nbytes))))
         xs = [torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)]
-        out = torch.empty_like(xs[0])
+        outs = [torch.empty_like(xs[0]) for _ in range(int(os.environ.get("DEV_OUTPUTS", 1)))]
         row = []
         for name, codec, algo in methods:
             if algo == "one_shot" and nbytes > comm._c.one_shot_max_bytes: row.append(float("nan")); continue
@@ -43,9 +44,9 @@ def run(rank, world, port):
                     parts = name.split("_")
                     knob = {p[0]: int(p[1:]) for p in parts[1:]}
                     codec_id = 1 if parts[0] == "two" else comm._c.codec_id(parts[0]) if hasattr(comm._c, "codec_id") else qr._C.codec_id(parts[0])
-                    comm._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), 1, codec_id, 1, torch.cuda.current_stream().cuda_stream,
+                    comm._c.all_reduce(x.data_ptr(), outs[0].data_ptr(), x.numel(), 1, codec_id, 1, torch.cuda.current_stream().cuda_stream,
                                        threads=knob.get("t", 0), blocks=knob.get("b", 0), groups=knob.get("g", 0))
-                else: comm.all_reduce(xs[i % nbuf], out=out, codec=codec, algo=algo)
+                else: comm.all_reduce(xs[i % nbuf], out=outs[i % len(outs)], codec=codec, algo=algo)
             row.append(graph_time_us(call, calls))
             comm.check()
         if rank == 0: print(f"{nbytes:>9} " + " ".join(f"{t:9.2f}" for t in row), flush=True)

@@ -6,11 +6,13 @@
 // (0x8000) in every 16-bit half, and senders turn a real -0.0 into +0.0, so a vector with no
 // sentinel half is complete. (Only the sign of a zero result can differ from the plain sum.)
 //
-// Buffers: lamport[3][src][vector] on each rank; call epoch e uses buffer e % 3 and clears the
-// one its previous call used (e - 1) % 3. Safe because a rank is at most one call ahead of a
-// peer (it cannot finish call k+1 before that peer sent its data of k+1, i.e. finished call k):
-// the earliest write into a buffer after it is cleared comes two calls later (three after the
-// call that used it).
+// Buffers: lamport[3][src][vector] on each rank; call epoch e uses buffer e % 3. A small call
+// clears the one its previous call used, (e - 1) % 3, while its own data is in flight; a call
+// of kOneShotEmptyOnReadBytes or more empties each slot right after reading it instead (a
+// separate clearing pass of the whole previous buffer cost ~1 us at 6-8 MB, bench/NOTES.md run
+// 77). Both are safe because a rank is at most one call ahead of a peer (it cannot finish call
+// k+1 before that peer sent its data of k+1, i.e. finished call k): the earliest write into a
+// buffer after it is emptied comes two calls later (three after the call that used it).
 // Mismatch: a control warp in each CTA sends {epoch, call signature} beside the data and checks
 // the peers' while the data threads work (a mismatch aborts; that call's output is unspecified).
 // Epochs: one per CTA, advanced by that CTA when it runs; vector p is always handled by the same
@@ -111,9 +113,11 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
   }
 
   // While the peers' data is in flight: empty the buffer of this CTA's previous call (its peers
-  // wrote it in the previous call and next write it two calls on).
+  // wrote it in the previous call and next write it two calls on), unless that call emptied each
+  // slot as it read it (prev_vectors is then 0).
   auto* local = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.lamport);
   const uint4 empty = make_uint4(kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty);
+  const bool empty_on_read = a.numel * 2 >= kOneShotEmptyOnReadBytes;
   for (size_t p = first; !control && p < prev_vectors; p += stride)
     for (int src = 0; src < W; ++src)
       if (src != me) local[previous + size_t(src) * V + p] = empty;
@@ -150,6 +154,7 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
         ok = spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return vector_arrived(x); }, v,
                         src, epoch, 0);
         if (!ok) break;
+        if (empty_on_read) local[buffer + size_t(src) * V + p] = empty;
       }
       accumulate_vector<D>(acc, v);
     }
@@ -159,7 +164,7 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
   __syncthreads();
   if (threadIdx.x == 0) {
     ctrl->one_shot_epoch[blockIdx.x] = epoch;
-    ctrl->one_shot_prev_vectors[blockIdx.x] = uint32_t(vectors);
+    ctrl->one_shot_prev_vectors[blockIdx.x] = empty_on_read ? 0u : uint32_t(vectors);
   }
 }
 

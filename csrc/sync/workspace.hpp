@@ -34,6 +34,10 @@ constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the pee
 // crossing instead of two, and measured faster up to 8 MiB (8 MiB: 30.5 against 32.7 us; 12 MiB:
 // 46.0 against 44.5; bench/NOTES.md change 26); on more GPUs it moves W-1 times the message.
 QR_HD constexpr size_t one_shot_max_bytes(int world_size) { return size_t(world_size == 2 ? 8 : 4) << 20; }
+// From this size a one-shot call empties each buffer slot as it reads it rather than leaving its
+// buffer to the next call's clearing pass: at 6-8 MiB that pass cost ~1 us (bench/NOTES.md run 77);
+// below 4 MiB neither way measured faster.
+constexpr size_t kOneShotEmptyOnReadBytes = size_t(4) << 20;
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
 constexpr int kTwoShotGroups = 16;  // most groups the automatic rule picks (explicit groups: up to 64)

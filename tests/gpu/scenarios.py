@@ -354,9 +354,10 @@ def soak(rank, world_size):
     """100,000 calls of random size/dtype/codec/algorithm with every result checked on the GPU,
     NCCL and matmuls on a side stream, then 10,000 graph replays with changing inputs."""
     res = {}
-    comm = qr.Communicator(max_size=4 << 20)
+    comm = qr.Communicator(max_size=8 << 20)
     rng = np.random.default_rng(1234)  # same sequence on every rank
-    sizes = [1, 7, 4096 + 3, 65536, 300_001, 1 << 20, (2 << 20) - 5]
+    # (3 << 20) + 1: a one-shot that empties its slots on read, mixed with ones that leave a clearing pass
+    sizes = [1, 7, 4096 + 3, 65536, 300_001, 1 << 20, (2 << 20) - 5, (3 << 20) + 1]
     cases = []  # (inputs on this rank, expected output) per size, dtype, codec
     for i, n in enumerate(sizes):
         for dname, dtype in DTYPES.items():

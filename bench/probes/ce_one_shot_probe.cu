@@ -1,0 +1,201 @@
+// Probe (not part of the package): can the copy engine carry the one-shot's bulk faster than SM
+// stores? One process drives both GPUs of a 2-GPU host with peer access. Per call and rank:
+//   side stream: cudaMemcpyAsync of the input's vectors [sm_vectors, n) into the peer's buffer
+//   main stream: a kernel that pushes vectors [0, sm_vectors) with 16-byte stores, then polls
+//                its own buffer until every vector has no 0xFFFF half (the "empty" sentinel),
+//                sums in rank order, writes the output and empties the slot again.
+// Modes: sm (sm_vectors = n: today's one-shot shape), ce (0), and mixes. Each rank's calls are a
+// CUDA graph of kCalls calls; time = median over replays / kCalls, per rank.
+// Build: nvcc -O3 -arch=sm_90 -o /tmp/ce_probe bench/probes/ce_one_shot_probe.cu
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                             \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
+      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+constexpr int kCalls = 15;   // divisible by kBuffers so replays keep the rotation
+constexpr int kBuffers = 3;
+constexpr int kMaxInputs = 20;  // distinct inputs per rank (argv[2], default 5: 5 x 8 MB x 2 > L2)
+constexpr uint32_t kEmptyWord = 0xFFFFFFFFu;
+
+__device__ __forceinline__ uint4 ld_volatile(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ void st_volatile(uint4* p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+__device__ __forceinline__ bool half_empty(uint32_t w) { return (w & 0xffffu) == 0xffffu || (w >> 16) == 0xffffu; }
+__device__ __forceinline__ bool arrived(uint4 v) {
+  return !(half_empty(v.x) || half_empty(v.y) || half_empty(v.z) || half_empty(v.w));
+}
+__device__ __forceinline__ float lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ uint32_t pack(float a, float b) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+__device__ __forceinline__ uint4 add(uint4 a, uint4 b) {  // a first: rank order
+  return make_uint4(pack(lo(a.x) + lo(b.x), hi(a.x) + hi(b.x)), pack(lo(a.y) + lo(b.y), hi(a.y) + hi(b.y)),
+                    pack(lo(a.z) + lo(b.z), hi(a.z) + hi(b.z)), pack(lo(a.w) + lo(b.w), hi(a.w) + hi(b.w)));
+}
+
+__global__ void one_shot(const uint4* in, uint4* out, uint4* mine, uint4* peer, size_t n, size_t sm_vectors, int rank) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  const size_t first = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (size_t p = first; p < sm_vectors; p += stride) st_volatile(peer + p, in[p]);
+  const uint4 empty = make_uint4(kEmptyWord, kEmptyWord, kEmptyWord, kEmptyWord);
+  for (size_t p = first; p < n; p += stride) {
+    const uint4 own = in[p];
+    uint4 v;
+    long spins = 0;
+    do {
+      v = ld_volatile(mine + p);
+    } while (!arrived(v) && ++spins < (1l << 26));
+    out[p] = rank == 0 ? add(own, v) : add(v, own);
+    mine[p] = empty;
+  }
+}
+
+__global__ void fill_random(uint32_t* p, size_t words, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; h *= 3266489917u; h ^= h >> 16;
+    // two bf16 values with exponents 120..127 (no NaN, so never the sentinel)
+    uint32_t a = (h & 0x807fu) | ((120u + ((h >> 8) & 7u)) << 7);
+    uint32_t b = ((h >> 16) & 0x807fu) | ((120u + ((h >> 24) & 7u)) << 7);
+    p[i] = a | (b << 16);
+  }
+}
+__global__ void fill_words(uint32_t* p, size_t words, uint32_t v) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) p[i] = v;
+}
+__global__ void check(const uint4* x0, const uint4* x1, const uint4* out, size_t n, unsigned long long* bad) {
+  for (size_t p = blockIdx.x * size_t(blockDim.x) + threadIdx.x; p < n; p += size_t(gridDim.x) * blockDim.x) {
+    uint4 e = add(x0[p], x1[p]), o = out[p];
+    if (e.x != o.x || e.y != o.y || e.z != o.z || e.w != o.w) atomicAdd(bad, 1ull);
+  }
+}
+
+struct Rank {
+  cudaStream_t main, side;
+  cudaEvent_t fork[kCalls], join[kCalls], t0, t1;
+  uint4 *in[kMaxInputs], *out[kMaxInputs], *buf;  // buf: kBuffers x max_vectors
+  cudaGraphExec_t exec = nullptr;
+};
+
+int main(int argc, char** argv) {
+  const size_t max_bytes = size_t(16) << 20, max_vectors = max_bytes / 16;
+  const int blocks = argc > 1 ? std::atoi(argv[1]) : 1056, threads = 128;
+  const int kInputs = argc > 2 ? std::atoi(argv[2]) : 5, outputs = argc > 3 ? std::atoi(argv[3]) : kInputs;
+  Rank r[2];
+  for (int d = 0; d < 2; ++d) {
+    CK(cudaSetDevice(d));
+    CK(cudaDeviceEnablePeerAccess(1 - d, 0));
+    CK(cudaStreamCreateWithFlags(&r[d].main, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&r[d].side, cudaStreamNonBlocking));
+    for (int i = 0; i < kCalls; ++i) {
+      CK(cudaEventCreateWithFlags(&r[d].fork[i], cudaEventDisableTiming));
+      CK(cudaEventCreateWithFlags(&r[d].join[i], cudaEventDisableTiming));
+    }
+    CK(cudaEventCreate(&r[d].t0));
+    CK(cudaEventCreate(&r[d].t1));
+    for (int i = 0; i < kInputs; ++i) {
+      CK(cudaMalloc(&r[d].in[i], max_bytes));
+      if (i < outputs) CK(cudaMalloc(&r[d].out[i], max_bytes));
+      fill_random<<<264, 512>>>(reinterpret_cast<uint32_t*>(r[d].in[i]), max_bytes / 4, 977u * d + 31u * i + 1u);
+    }
+    CK(cudaMalloc(&r[d].buf, kBuffers * max_bytes));
+    fill_words<<<264, 512>>>(reinterpret_cast<uint32_t*>(r[d].buf), kBuffers * max_bytes / 4, kEmptyWord);
+    CK(cudaDeviceSynchronize());
+  }
+  // Pure copy-engine rate, both directions at once (no kernel): one memcpy per call.
+  std::printf("blocks %d inputs %d outputs %d\n%-8s %-10s %10s %10s %8s\n", blocks, kInputs, outputs, "size", "mode", "us/call", "GB/s", "bad");
+  const double sizes_mb[] = {1, 2, 4, 6, 8, 12, 16};
+  const double sm_fracs[] = {1.0, 0.0, 0.125, 0.25, 0.375, 0.5, -1.0};  // -1: copy engine alone, no kernel
+  for (double mb : sizes_mb) {
+    const size_t n = size_t(mb * (1 << 20)) / 16;
+    for (double frac : sm_fracs) {
+      const size_t sm_vectors = frac < 0 ? 0 : size_t(frac * n) / 128 * 128;
+      for (int d = 0; d < 2; ++d) {
+        CK(cudaSetDevice(d));
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(r[d].main, cudaStreamCaptureModeThreadLocal));
+        for (int c = 0; c < kCalls; ++c) {
+          uint4* mine = r[d].buf + size_t(c % kBuffers) * max_vectors;
+          uint4* peer = r[1 - d].buf + size_t(c % kBuffers) * max_vectors;
+          const uint4* in = r[d].in[c % kInputs];
+          if (sm_vectors < n) {
+            CK(cudaEventRecord(r[d].fork[c], r[d].main));
+            CK(cudaStreamWaitEvent(r[d].side, r[d].fork[c], 0));
+            CK(cudaMemcpyAsync(peer + sm_vectors, in + sm_vectors, (n - sm_vectors) * 16, cudaMemcpyDeviceToDevice, r[d].side));
+            CK(cudaEventRecord(r[d].join[c], r[d].side));
+          }
+          if (frac >= 0) one_shot<<<blocks, threads, 0, r[d].main>>>(in, r[d].out[c % kInputs % outputs], mine, peer, n, sm_vectors, d);
+          if (sm_vectors < n) CK(cudaStreamWaitEvent(r[d].main, r[d].join[c], 0));
+        }
+        CK(cudaStreamEndCapture(r[d].main, &g));
+        if (r[d].exec) CK(cudaGraphExecDestroy(r[d].exec));
+        CK(cudaGraphInstantiate(&r[d].exec, g, 0));
+        CK(cudaGraphDestroy(g));
+      }
+      std::vector<float> t[2];
+      for (int rep = 0; rep < 12; ++rep) {
+        for (int d = 0; d < 2; ++d) {
+          CK(cudaSetDevice(d));
+          CK(cudaEventRecord(r[d].t0, r[d].main));
+          CK(cudaGraphLaunch(r[d].exec, r[d].main));
+          CK(cudaEventRecord(r[d].t1, r[d].main));
+        }
+        for (int d = 0; d < 2; ++d) {
+          CK(cudaSetDevice(d));
+          CK(cudaStreamSynchronize(r[d].main));
+          float ms;
+          CK(cudaEventElapsedTime(&ms, r[d].t0, r[d].t1));
+          if (rep >= 2) t[d].push_back(ms * 1000.f / kCalls);
+        }
+      }
+      unsigned long long bad_total = 0;
+      if (frac >= 0) {
+        for (int d = 0; d < 2; ++d) {
+          CK(cudaSetDevice(d));
+          unsigned long long* bad;
+          CK(cudaMallocManaged(&bad, 8));
+          *bad = 0;
+          const int c = kCalls - 1;
+          check<<<264, 512>>>(r[0].in[c % kInputs], r[1].in[c % kInputs], r[d].out[c % kInputs % outputs], n, bad);
+          CK(cudaDeviceSynchronize());
+          bad_total += *bad;
+          CK(cudaFree(bad));
+        }
+      }
+      if (frac < 0) {  // nothing read these copies: empty the buffers for the next mode
+        for (int d = 0; d < 2; ++d) {
+          CK(cudaSetDevice(d));
+          fill_words<<<264, 512>>>(reinterpret_cast<uint32_t*>(r[d].buf), kBuffers * max_bytes / 4, kEmptyWord);
+          CK(cudaDeviceSynchronize());
+        }
+      }
+      for (int d = 0; d < 2; ++d) std::sort(t[d].begin(), t[d].end());
+      const float us = std::max(t[0][t[0].size() / 2], t[1][t[1].size() / 2]);
+      char mode[32];
+      if (frac < 0) std::snprintf(mode, sizeof mode, "ce-only");
+      else std::snprintf(mode, sizeof mode, "sm%.3f", frac);
+      std::printf("%-8.0f %-10s %10.2f %10.1f %8llu\n", mb, mode, us, n * 16 / (us * 1e3), bad_total);
+    }
+  }
+  return 0;
+}
