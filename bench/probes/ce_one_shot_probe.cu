@@ -8,6 +8,7 @@
 // CUDA graph of kCalls calls; time = median over replays / kCalls, per rank.
 // Build: nvcc -O3 -arch=sm_90 -o /tmp/ce_probe bench/probes/ce_one_shot_probe.cu
 #include <cuda_bf16.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -70,6 +71,33 @@ __global__ void one_shot(const uint4* in, uint4* out, uint4* mine, uint4* peer, 
   }
 }
 
+// Copy-engine chunks with a flag each: the sender's side stream copies chunk k and then writes
+// flags[k] = 1 in this rank's memory (cuStreamWriteValue32, fenced after the copy). The CTAs of
+// chunk k wait for that flag (thread 0), sum the chunk and the last of them resets the flag.
+// No sentinel and no emptying: the flag says the whole chunk has landed.
+__global__ void chunk_sum(const uint4* in, uint4* out, const uint4* mine, uint32_t* flags, uint32_t* done, size_t n,
+                          int chunks, int rank) {
+  const int per_chunk = gridDim.x / chunks, k = blockIdx.x / per_chunk;
+  if (k >= chunks) return;
+  const size_t chunk = (n + chunks - 1) / chunks, lo = k * chunk, hi = lo + chunk < n ? lo + chunk : n;
+  if (threadIdx.x == 0) {
+    long spins = 0;
+    while (*reinterpret_cast<volatile uint32_t*>(flags + k) == 0 && ++spins < (1l << 26)) {
+    }
+  }
+  __syncthreads();
+  const size_t stride = size_t(per_chunk) * blockDim.x;
+  for (size_t p = lo + size_t(blockIdx.x % per_chunk) * blockDim.x + threadIdx.x; p < hi; p += stride) {
+    const uint4 own = in[p], v = __ldcg(mine + p);
+    out[p] = rank == 0 ? add(own, v) : add(v, own);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(done + k, 1u) == uint32_t(per_chunk - 1)) {
+    done[k] = 0;
+    flags[k] = 0;
+  }
+}
+
 __global__ void fill_random(uint32_t* p, size_t words, uint32_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
     uint32_t h = uint32_t(i) * 2654435761u ^ seed;
@@ -90,10 +118,26 @@ __global__ void check(const uint4* x0, const uint4* x1, const uint4* out, size_t
   }
 }
 
+// cuStreamWriteValue32 through the runtime's driver entry point (no link against libcuda).
+using WriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+static WriteValue32 write_value32() {
+  static WriteValue32 fn = nullptr;
+  if (!fn) {
+    cudaDriverEntryPointQueryResult q;
+    CK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", reinterpret_cast<void**>(&fn), 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !fn) {
+      std::printf("no cuStreamWriteValue32\n");
+      std::exit(1);
+    }
+  }
+  return fn;
+}
+
 struct Rank {
   cudaStream_t main, side;
   cudaEvent_t fork[kCalls], join[kCalls], t0, t1;
   uint4 *in[kMaxInputs], *out[kMaxInputs], *buf;  // buf: kBuffers x max_vectors
+  uint32_t *flags, *done;                           // kBuffers x 64 each
   cudaGraphExec_t exec = nullptr;
 };
 
@@ -119,17 +163,24 @@ int main(int argc, char** argv) {
       fill_random<<<264, 512>>>(reinterpret_cast<uint32_t*>(r[d].in[i]), max_bytes / 4, 977u * d + 31u * i + 1u);
     }
     CK(cudaMalloc(&r[d].buf, kBuffers * max_bytes));
+    CK(cudaMalloc(&r[d].flags, kBuffers * 64 * 4));
+    CK(cudaMalloc(&r[d].done, kBuffers * 64 * 4));
+    CK(cudaMemset(r[d].flags, 0, kBuffers * 64 * 4));
+    CK(cudaMemset(r[d].done, 0, kBuffers * 64 * 4));
     fill_words<<<264, 512>>>(reinterpret_cast<uint32_t*>(r[d].buf), kBuffers * max_bytes / 4, kEmptyWord);
     CK(cudaDeviceSynchronize());
   }
-  // Pure copy-engine rate, both directions at once (no kernel): one memcpy per call.
   std::printf("blocks %d inputs %d outputs %d\n%-8s %-10s %10s %10s %8s\n", blocks, kInputs, outputs, "size", "mode", "us/call", "GB/s", "bad");
   const double sizes_mb[] = {1, 2, 4, 6, 8, 12, 16};
-  const double sm_fracs[] = {1.0, 0.0, 0.125, 0.25, 0.375, 0.5, -1.0};  // -1: copy engine alone, no kernel
+  // frac >= 0: SM pushes that fraction, the copy engine the rest (one copy); -K: K flagged
+  // copy-engine chunks summed by chunk_sum; -100-K: the K flagged copies alone, no kernel.
+  const double sm_fracs[] = {1.0, 0.0, 0.25, -102, -108, -2, -4, -8, -16};
   for (double mb : sizes_mb) {
     const size_t n = size_t(mb * (1 << 20)) / 16;
     for (double frac : sm_fracs) {
       const size_t sm_vectors = frac < 0 ? 0 : size_t(frac * n) / 128 * 128;
+      const int chunks = frac < -100 ? int(-frac - 100) : frac < 0 ? int(-frac) : 1;
+      const bool kernel = frac > -100, flagged = frac < 0;
       for (int d = 0; d < 2; ++d) {
         CK(cudaSetDevice(d));
         cudaGraph_t g;
@@ -141,10 +192,26 @@ int main(int argc, char** argv) {
           if (sm_vectors < n) {
             CK(cudaEventRecord(r[d].fork[c], r[d].main));
             CK(cudaStreamWaitEvent(r[d].side, r[d].fork[c], 0));
-            CK(cudaMemcpyAsync(peer + sm_vectors, in + sm_vectors, (n - sm_vectors) * 16, cudaMemcpyDeviceToDevice, r[d].side));
+            if (!flagged) {
+              CK(cudaMemcpyAsync(peer + sm_vectors, in + sm_vectors, (n - sm_vectors) * 16, cudaMemcpyDeviceToDevice, r[d].side));
+            } else {
+              const size_t chunk = (n + chunks - 1) / chunks;
+              uint32_t* peer_flags = r[1 - d].flags + (c % kBuffers) * 64;
+              for (int k = 0; k < chunks; ++k) {
+                const size_t lo = k * chunk, hi = std::min(n, lo + chunk);
+                CK(cudaMemcpyAsync(peer + lo, in + lo, (hi - lo) * 16, cudaMemcpyDeviceToDevice, r[d].side));
+                if (write_value32()(r[d].side, CUdeviceptr(peer_flags + k), 1, 0) != CUDA_SUCCESS) {
+                  std::printf("cuStreamWriteValue32 failed\n");
+                  std::exit(1);
+                }
+              }
+            }
             CK(cudaEventRecord(r[d].join[c], r[d].side));
           }
           if (frac >= 0) one_shot<<<blocks, threads, 0, r[d].main>>>(in, r[d].out[c % kInputs % outputs], mine, peer, n, sm_vectors, d);
+          else if (kernel)
+            chunk_sum<<<blocks / chunks * chunks, threads, 0, r[d].main>>>(in, r[d].out[c % kInputs % outputs], mine,
+                r[d].flags + (c % kBuffers) * 64, r[d].done + (c % kBuffers) * 64, n, chunks, d);
           if (sm_vectors < n) CK(cudaStreamWaitEvent(r[d].main, r[d].join[c], 0));
         }
         CK(cudaStreamEndCapture(r[d].main, &g));
@@ -169,7 +236,7 @@ int main(int argc, char** argv) {
         }
       }
       unsigned long long bad_total = 0;
-      if (frac >= 0) {
+      if (kernel) {
         for (int d = 0; d < 2; ++d) {
           CK(cudaSetDevice(d));
           unsigned long long* bad;
@@ -182,17 +249,20 @@ int main(int argc, char** argv) {
           CK(cudaFree(bad));
         }
       }
-      if (frac < 0) {  // nothing read these copies: empty the buffers for the next mode
+      if (!kernel || flagged) {  // copies nobody emptied, flags nobody reset: clean for the next mode
         for (int d = 0; d < 2; ++d) {
           CK(cudaSetDevice(d));
           fill_words<<<264, 512>>>(reinterpret_cast<uint32_t*>(r[d].buf), kBuffers * max_bytes / 4, kEmptyWord);
+          CK(cudaMemset(r[d].flags, 0, kBuffers * 64 * 4));
+          CK(cudaMemset(r[d].done, 0, kBuffers * 64 * 4));
           CK(cudaDeviceSynchronize());
         }
       }
       for (int d = 0; d < 2; ++d) std::sort(t[d].begin(), t[d].end());
       const float us = std::max(t[0][t[0].size() / 2], t[1][t[1].size() / 2]);
       char mode[32];
-      if (frac < 0) std::snprintf(mode, sizeof mode, "ce-only");
+      if (!kernel) std::snprintf(mode, sizeof mode, "ce%d-only", chunks);
+      else if (flagged) std::snprintf(mode, sizeof mode, "ce%d-flag", chunks);
       else std::snprintf(mode, sizeof mode, "sm%.3f", frac);
       std::printf("%-8.0f %-10s %10.2f %10.1f %8llu\n", mb, mode, us, n * 16 / (us * 1e3), bad_total);
     }
