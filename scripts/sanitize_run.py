@@ -17,8 +17,9 @@ def run(rank, world, port):
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             device_id=torch.device("cuda", rank))
-    comm = qr.Communicator(max_size=4 << 20, timeout_s=120)
-    for n in (4096, 4096 * 3 + 5, 1 << 20):
+    comm = qr.Communicator(max_size=8 << 20, timeout_s=120)
+    # (2 << 20) + 8: a one-shot of more than 4 MiB, which empties its slots as it reads them
+    for n in (4096, 4096 * 3 + 5, 1 << 20, (2 << 20) + 8):
         g = torch.Generator(device="cuda").manual_seed(n)
         xs = [torch.randn(n, generator=g, device="cuda").bfloat16() for _ in range(world)]
         for algo, codec in [("one_shot", "bf16"), ("two_shot", "bf16")] + [("two_shot", c) for c in qr.codec_names()[1:]]:
@@ -26,6 +27,7 @@ def run(rank, world, port):
         # values 2^-40..2^40 apart: the lossless codec's slices go raw (its restaging path)
         wide = xs[rank] * torch.exp2(torch.randint(-40, 41, (n,), generator=g, device="cuda")).bfloat16()
         comm.all_reduce(wide, codec="lossless", algo="two_shot")
+    comm.all_reduce(xs[rank][:4096], codec="bf16", algo="one_shot")  # a small one-shot after the large one
     torch.cuda.synchronize()
     comm.check()
     comm.close()
