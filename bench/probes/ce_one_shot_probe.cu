@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <unistd.h>
 #include <vector>
 
 #define CK(x)                                                                             \
@@ -141,9 +143,103 @@ struct Rank {
   cudaGraphExec_t exec = nullptr;
 };
 
+// Both GPUs meet here before each timed replay (flags in the peer's buffer tail), so the two
+// processes' graphs start within a poll of each other.
+__global__ void gpu_barrier(uint32_t* mine, uint32_t* peer, uint32_t value) {
+  *reinterpret_cast<volatile uint32_t*>(peer) = value;
+  long spins = 0;
+  while (*reinterpret_cast<volatile uint32_t*>(mine) < value && ++spins < (1l << 26)) {
+  }
+}
+__global__ void gpu_sleep(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
+// The SM one-shot as the package runs it: two processes, the buffers shared by CUDA IPC (no peer
+// access), pipes for the handles. Same kernel, sizes and timing as the one-process modes, with
+// kIpcCalls calls a graph so the start skew spreads thin.
+static int run_two_processes(int blocks, int threads) {
+  constexpr int kIpcCalls = 60;
+  const size_t max_bytes = size_t(16) << 20, max_vectors = max_bytes / 16, tail = 4096;
+  int to_child[2], to_parent[2];
+  if (pipe(to_child) || pipe(to_parent)) return 1;
+  const pid_t pid = fork();
+  const int rank = pid == 0 ? 1 : 0;
+  const int rd = rank ? to_child[0] : to_parent[0], wr = rank ? to_parent[1] : to_child[1];
+  auto swap = [&](const void* mine, void* theirs, size_t n) {
+    if (write(wr, mine, n) != ssize_t(n)) std::exit(1);
+    size_t got = 0;
+    while (got < n) {
+      const ssize_t k = read(rd, static_cast<char*>(theirs) + got, n - got);
+      if (k <= 0) std::exit(1);
+      got += size_t(k);
+    }
+  };
+  CK(cudaSetDevice(rank));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  uint4 *in[5], *out[5], *buf, *peer_buf;
+  for (int i = 0; i < 5; ++i) {
+    CK(cudaMalloc(&in[i], max_bytes));
+    CK(cudaMalloc(&out[i], max_bytes));
+    fill_random<<<264, 512>>>(reinterpret_cast<uint32_t*>(in[i]), max_bytes / 4, 977u * rank + 31u * i + 1u);
+  }
+  CK(cudaMalloc(&buf, kBuffers * max_bytes + tail));
+  fill_words<<<264, 512>>>(reinterpret_cast<uint32_t*>(buf), kBuffers * max_bytes / 4, kEmptyWord);
+  CK(cudaMemset(reinterpret_cast<char*>(buf) + kBuffers * max_bytes, 0, tail));
+  CK(cudaDeviceSynchronize());
+  cudaIpcMemHandle_t mine_h, peer_h;
+  CK(cudaIpcGetMemHandle(&mine_h, buf));
+  swap(&mine_h, &peer_h, sizeof mine_h);
+  CK(cudaIpcOpenMemHandle(reinterpret_cast<void**>(&peer_buf), peer_h, cudaIpcMemLazyEnablePeerAccess));
+  auto* my_flag = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(buf) + kBuffers * max_bytes);
+  auto* peer_flag = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(peer_buf) + kBuffers * max_bytes);
+  cudaEvent_t t0, t1;
+  CK(cudaEventCreate(&t0));
+  CK(cudaEventCreate(&t1));
+  if (rank == 0) std::printf("two processes, CUDA IPC, blocks %d, %d calls a graph\n", blocks, kIpcCalls);
+  uint32_t meeting = 0;
+  for (double mb : {1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0}) {
+    const size_t n = size_t(mb * (1 << 20)) / 16;
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int c = 0; c < kIpcCalls; ++c)
+      one_shot<<<blocks, threads, 0, st>>>(in[c % 5], out[c % 5], buf + size_t(c % kBuffers) * max_vectors,
+                                           peer_buf + size_t(c % kBuffers) * max_vectors, n, n, rank);
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&exec, g, 0));
+    std::vector<float> t;
+    for (int rep = 0; rep < 12; ++rep) {
+      char b = 0, o;
+      swap(&b, &o, 1);  // both hosts here: the two barrier kernels are enqueued close together
+      gpu_sleep<<<1, 1, 0, st>>>(200000);
+      gpu_barrier<<<1, 1, 0, st>>>(my_flag, peer_flag, ++meeting);
+      CK(cudaEventRecord(t0, st));
+      CK(cudaGraphLaunch(exec, st));
+      CK(cudaEventRecord(t1, st));
+      CK(cudaStreamSynchronize(st));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, t0, t1));
+      if (rep >= 2) t.push_back(ms * 1000.f / kIpcCalls);
+    }
+    std::sort(t.begin(), t.end());
+    float mine_us = t[t.size() / 2], peer_us;
+    swap(&mine_us, &peer_us, sizeof mine_us);
+    if (rank == 0) std::printf("%-8.0f %-10s %10.2f %10.1f\n", mb, "ipc-sm", std::max(mine_us, peer_us), n * 16 / (std::max(mine_us, peer_us) * 1e3));
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(g));
+  }
+  if (rank == 1) std::exit(0);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const size_t max_bytes = size_t(16) << 20, max_vectors = max_bytes / 16;
   const int blocks = argc > 1 ? std::atoi(argv[1]) : 1056, threads = 128;
+  if (argc > 2 && std::strcmp(argv[2], "ipc") == 0) return run_two_processes(blocks, threads);
   const int kInputs = argc > 2 ? std::atoi(argv[2]) : 5, outputs = argc > 3 ? std::atoi(argv[3]) : kInputs;
   Rank r[2];
   for (int d = 0; d < 2; ++d) {

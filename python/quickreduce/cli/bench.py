@@ -55,6 +55,8 @@ def build_parser(prog: str = "quickreduce bench") -> argparse.ArgumentParser:
                    help="print/plot an existing CSV instead of running (no GPU needed)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                    help=f"kill the run after this many seconds (default {DEFAULT_TIMEOUT_S})")
+    p.add_argument("--no-align-start", action="store_true",
+                   help="time each replay from the host barrier alone, without first lining the GPUs up")
     p.add_argument("--list-methods", action="store_true", help="list the known methods and exit")
     return p
 
@@ -164,6 +166,7 @@ def sweep_config(args: argparse.Namespace):
         qr_max_bytes=parse_size(args.max_size) if args.max_size else None,
         peer_max_bytes=parse_size(args.peer_max_size),
         pool_budget_bytes=parse_size(args.pool_budget),
+        align_start=not args.no_align_start,
     )
 
 

@@ -15,6 +15,10 @@ Timing, per (size, method):
   2026-11-22: 8 KB 16.1 vs 10.9 us; symm_mem unaffected). A short GPU sleep after the barrier
   lets the host enqueue refill, events and replay before the GPU reaches them, so no host
   launch gap lands inside the event pair.
+- Then a one-element NCCL all-reduce, before the start event, lines the ranks' GPUs up: the
+  host barrier releases the ranks microseconds apart, and the first rank's first call would
+  wait that long for its peers inside the timed replay, adding skew/K to every method's time
+  at random (`align_start`; bench/NOTES.md run 85).
 
 Correctness, per (size, method): relative L2 error of one eager call against the float64 sum of
 all ranks' inputs (all-gathered), and whether every rank holds bitwise the same result.
@@ -56,6 +60,7 @@ class SweepConfig:
     pool_budget_bytes: int = 6 << 30  # cap on one method's rotating input (or output) buffers
     partial_csv: str | None = None  # rank 0 rewrites this after every size (survives a kill)
     warm_up_first_size: bool = True  # run the first size once untimed before the sweep
+    align_start: bool = True  # line the GPUs up with a tiny all-reduce before each timed replay
     verbose: bool = True
 
 
@@ -214,7 +219,7 @@ def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tens
             method.run(inputs[i % buffers], output(i))
     method.after_capture()
     per_call_us = _time_graph(ctx, graph, calls, config.warmup, config.replays,
-                              refill if method.inplace else None)
+                              refill if method.inplace else None, config.align_start)
     method.raise_async_errors()
     del graph
     return {"time_us": per_call_us, "rel_err": rel_err, "identical": identical,
@@ -222,9 +227,10 @@ def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tens
 
 
 def _time_graph(ctx: RunContext, graph, calls: int, warmup: int, replays: int,
-                refill: Callable[[], None] | None) -> float:
+                refill: Callable[[], None] | None, align_start: bool = True) -> float:
     """Microseconds per call: median replay time / calls, slowest rank."""
     times_ms = []
+    token = torch.zeros(1, device=ctx.device)
     for _ in range(warmup + replays):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if refill is not None:
@@ -232,6 +238,8 @@ def _time_graph(ctx: RunContext, graph, calls: int, warmup: int, replays: int,
         _barrier(ctx)
         if hasattr(torch.cuda, "_sleep"):
             torch.cuda._sleep(SLEEP_CYCLES)
+        if align_start:
+            dist.all_reduce(token, group=ctx.group)  # the current stream waits for it
         start.record()
         graph.replay()
         end.record()
