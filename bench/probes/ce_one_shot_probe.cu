@@ -4,8 +4,10 @@
 //   main stream: a kernel that pushes vectors [0, sm_vectors) with 16-byte stores, then polls
 //                its own buffer until every vector has no 0xFFFF half (the "empty" sentinel),
 //                sums in rank order, writes the output and empties the slot again.
-// Modes: sm (sm_vectors = n: today's one-shot shape), ce (0), and mixes. Each rank's calls are a
-// CUDA graph of kCalls calls; time = median over replays / kCalls, per rank.
+// Modes (the list in main; bench/NOTES.md runs 77a-87 say which list each run used): sm
+// (sm_vectors = n: today's one-shot shape), ce (0), mixes, flagged copy-engine chunks,
+// push-only. Each rank's calls are a CUDA graph of kCalls calls; time = median over replays /
+// kCalls, per rank. `ce_probe BLOCKS ipc`: the SM one-shot in two processes over CUDA IPC.
 // Build: nvcc -O3 -arch=sm_90 -o /tmp/ce_probe bench/probes/ce_one_shot_probe.cu
 #include <cuda_bf16.h>
 #include <cuda.h>
@@ -56,20 +58,30 @@ __device__ __forceinline__ uint4 add(uint4 a, uint4 b) {  // a first: rank order
                     pack(lo(a.z) + lo(b.z), hi(a.z) + hi(b.z)), pack(lo(a.w) + lo(b.w), hi(a.w) + hi(b.w)));
 }
 
-__global__ void one_shot(const uint4* in, uint4* out, uint4* mine, uint4* peer, size_t n, size_t sm_vectors, int rank) {
+// poll_ns > 0: sleep that long between failed polls; consume == false: push only (no poll, no
+// sum; timing only, leaves the peer's buffer full).
+__global__ void one_shot(const uint4* in, uint4* out, uint4* mine, uint4* peer, size_t n, size_t sm_vectors, int rank,
+                         int poll_ns = 0, bool consume = true, bool empty_slots = true, bool keep = false) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   const size_t first = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (size_t p = first; p < sm_vectors; p += stride) st_volatile(peer + p, in[p]);
+  uint4 kept[4];  // keep: the first four vectors sent stay in registers for the sum
+  int i = 0;
+  for (size_t p = first; p < sm_vectors; p += stride, ++i) {
+    const uint4 v = in[p];
+    st_volatile(peer + p, v);
+    if (keep && i < 4) kept[i] = v;
+  }
+  if (!consume) return;
   const uint4 empty = make_uint4(kEmptyWord, kEmptyWord, kEmptyWord, kEmptyWord);
-  for (size_t p = first; p < n; p += stride) {
-    const uint4 own = in[p];
+  i = 0;
+  for (size_t p = first; p < n; p += stride, ++i) {
+    const uint4 own = keep && i < 4 ? kept[i] : in[p];
     uint4 v;
     long spins = 0;
-    do {
-      v = ld_volatile(mine + p);
-    } while (!arrived(v) && ++spins < (1l << 26));
+    while (!arrived(v = ld_volatile(mine + p)) && ++spins < (1l << 26))
+      if (poll_ns) __nanosleep(poll_ns);
     out[p] = rank == 0 ? add(own, v) : add(v, own);
-    mine[p] = empty;
+    if (empty_slots) mine[p] = empty;
   }
 }
 
@@ -237,6 +249,7 @@ static int run_two_processes(int blocks, int threads) {
 }
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows survive a timeout kill behind a pipe
   const size_t max_bytes = size_t(16) << 20, max_vectors = max_bytes / 16;
   const int blocks = argc > 1 ? std::atoi(argv[1]) : 1056, threads = 128;
   if (argc > 2 && std::strcmp(argv[2], "ipc") == 0) return run_two_processes(blocks, threads);
@@ -270,11 +283,21 @@ int main(int argc, char** argv) {
   const double sizes_mb[] = {1, 2, 4, 6, 8, 12, 16};
   // frac >= 0: SM pushes that fraction, the copy engine the rest (one copy); -K: K flagged
   // copy-engine chunks summed by chunk_sum; -100-K: the K flagged copies alone, no kernel.
-  const double sm_fracs[] = {1.0, 0.0, 0.25, -102, -108, -2, -4, -8, -16};
+  // 1.0 + k/1000 (k < 100): SM one-shot polling with a k*10 ns sleep; 2: push only, both ranks;
+  // 3: push only, rank 0 (one direction).
+  // 4: the copy engine empties each buffer (cudaMemsetAsync on a forked stream, joined two calls
+  // later) instead of the kernel; 5: own vectors kept in registers; 6: both. Run 87: with these
+  // modes listed the probe never printed a row in 120 s (unexplained; a guess: the memset runs
+  // as a kernel that cannot start beside a spinning one-shot that fills every SM). Unverified.
+  // Run 86 listed {1.0, 1.005, 1.02, 1.1, 2.0, 3.0}.
+  const double sm_fracs[] = {1.0, 4.0, 5.0, 6.0, 2.0};
   for (double mb : sizes_mb) {
     const size_t n = size_t(mb * (1 << 20)) / 16;
     for (double frac : sm_fracs) {
-      const size_t sm_vectors = frac < 0 ? 0 : size_t(frac * n) / 128 * 128;
+      const bool push_only = frac == 2.0 || frac == 3.0, sm_variant = frac > 1.0;
+      const bool ce_empty = frac == 4.0 || frac == 6.0, keep = frac == 5.0 || frac == 6.0;
+      const int poll_ns = sm_variant && frac < 2.0 ? int((frac - 1.0) * 1000 + 0.5) * 10 : 0;
+      const size_t sm_vectors = frac < 0 ? 0 : sm_variant ? n : size_t(frac * n) / 128 * 128;
       const int chunks = frac < -100 ? int(-frac - 100) : frac < 0 ? int(-frac) : 1;
       const bool kernel = frac > -100, flagged = frac < 0;
       for (int d = 0; d < 2; ++d) {
@@ -304,12 +327,24 @@ int main(int argc, char** argv) {
             }
             CK(cudaEventRecord(r[d].join[c], r[d].side));
           }
-          if (frac >= 0) one_shot<<<blocks, threads, 0, r[d].main>>>(in, r[d].out[c % kInputs % outputs], mine, peer, n, sm_vectors, d);
+          if (frac >= 0)
+            one_shot<<<blocks, threads, 0, r[d].main>>>(in, r[d].out[c % kInputs % outputs], mine, peer, n,
+                                                        frac == 3.0 && d == 1 ? 0 : sm_vectors, d, poll_ns, !push_only,
+                                                        !ce_empty, keep);
+          if (ce_empty) {  // empty this call's buffer off the SMs; call c + 2 waits for it
+            CK(cudaEventRecord(r[d].fork[c], r[d].main));
+            CK(cudaStreamWaitEvent(r[d].side, r[d].fork[c], 0));
+            CK(cudaMemsetAsync(mine, 0xff, n * 16, r[d].side));
+            CK(cudaEventRecord(r[d].join[c], r[d].side));
+          }
+          if (ce_empty && c + 1 < kCalls && c >= 1) CK(cudaStreamWaitEvent(r[d].main, r[d].join[c - 1], 0));
           else if (kernel)
             chunk_sum<<<blocks / chunks * chunks, threads, 0, r[d].main>>>(in, r[d].out[c % kInputs % outputs], mine,
                 r[d].flags + (c % kBuffers) * 64, r[d].done + (c % kBuffers) * 64, n, chunks, d);
           if (sm_vectors < n) CK(cudaStreamWaitEvent(r[d].main, r[d].join[c], 0));
         }
+        if (ce_empty)
+          for (int c = kCalls - 2; c < kCalls; ++c) CK(cudaStreamWaitEvent(r[d].main, r[d].join[c], 0));
         CK(cudaStreamEndCapture(r[d].main, &g));
         if (r[d].exec) CK(cudaGraphExecDestroy(r[d].exec));
         CK(cudaGraphInstantiate(&r[d].exec, g, 0));
@@ -332,7 +367,7 @@ int main(int argc, char** argv) {
         }
       }
       unsigned long long bad_total = 0;
-      if (kernel) {
+      if (kernel && !push_only) {
         for (int d = 0; d < 2; ++d) {
           CK(cudaSetDevice(d));
           unsigned long long* bad;
@@ -345,7 +380,7 @@ int main(int argc, char** argv) {
           CK(cudaFree(bad));
         }
       }
-      if (!kernel || flagged) {  // copies nobody emptied, flags nobody reset: clean for the next mode
+      if (!kernel || flagged || push_only) {  // copies nobody emptied, flags nobody reset: clean for the next mode
         for (int d = 0; d < 2; ++d) {
           CK(cudaSetDevice(d));
           fill_words<<<264, 512>>>(reinterpret_cast<uint32_t*>(r[d].buf), kBuffers * max_bytes / 4, kEmptyWord);
@@ -359,6 +394,9 @@ int main(int argc, char** argv) {
       char mode[32];
       if (!kernel) std::snprintf(mode, sizeof mode, "ce%d-only", chunks);
       else if (flagged) std::snprintf(mode, sizeof mode, "ce%d-flag", chunks);
+      else if (push_only) std::snprintf(mode, sizeof mode, frac == 2.0 ? "push-both" : "push-one");
+      else if (poll_ns) std::snprintf(mode, sizeof mode, "sm-nap%d", poll_ns);
+      else if (ce_empty || keep) std::snprintf(mode, sizeof mode, "sm%s%s", ce_empty ? "-memset" : "", keep ? "-keep" : "");
       else std::snprintf(mode, sizeof mode, "sm%.3f", frac);
       std::printf("%-8.0f %-10s %10.2f %10.1f %8llu\n", mb, mode, us, n * 16 / (us * 1e3), bad_total);
     }
