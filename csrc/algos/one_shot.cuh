@@ -150,11 +150,11 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
       if (src == me) {
         v = my_vector(p);
       } else {
-        const uint4* slot = local + buffer + size_t(src) * V + p;
+        uint4* slot = local + buffer + size_t(src) * V + p;
         ok = spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return vector_arrived(x); }, v,
                         src, epoch, 0);
         if (!ok) break;
-        if (empty_on_read) local[buffer + size_t(src) * V + p] = empty;
+        if (empty_on_read) *slot = empty;
       }
       accumulate_vector<D>(acc, v);
     }

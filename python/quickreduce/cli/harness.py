@@ -227,7 +227,7 @@ def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tens
 
 
 def _time_graph(ctx: RunContext, graph, calls: int, warmup: int, replays: int,
-                refill: Callable[[], None] | None, align_start: bool = True) -> float:
+                refill: Callable[[], None] | None, align_start: bool) -> float:
     """Microseconds per call: median replay time / calls, slowest rank."""
     times_ms = []
     token = torch.zeros(1, device=ctx.device)
