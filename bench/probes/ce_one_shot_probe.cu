@@ -85,6 +85,49 @@ __global__ void one_shot(const uint4* in, uint4* out, uint4* mine, uint4* peer, 
   }
 }
 
+// Receive one vector: poll the own buffer until the peer's vector has landed, sum in rank order,
+// write the output and empty the slot.
+__device__ __forceinline__ void receive(const uint4& own, uint4* out, uint4* mine, size_t p, int rank) {
+  uint4 v;
+  long spins = 0;
+  while (!arrived(v = ld_volatile(mine + p)) && ++spins < (1l << 26)) {
+  }
+  out[p] = rank == 0 ? add(own, v) : add(v, own);
+  mine[p] = make_uint4(kEmptyWord, kEmptyWord, kEmptyWord, kEmptyWord);
+}
+
+// Warp-specialised: the first push_threads threads of a CTA push, the others poll and sum. Both
+// halves walk the same vectors in the same order, so a receiver waits for what the peer's pusher
+// of the same CTA sends at the same time, and no receive waits behind a stalled store issue.
+__global__ void __launch_bounds__(256) one_shot_ws(const uint4* in, uint4* out, uint4* mine, uint4* peer, size_t n,
+                                                   int rank, int push_threads) {
+  const bool pusher = int(threadIdx.x) < push_threads;
+  const int width = pusher ? push_threads : int(blockDim.x) - push_threads;
+  const int t = pusher ? threadIdx.x : threadIdx.x - push_threads;
+  const size_t stride = size_t(gridDim.x) * width;
+  for (size_t p = size_t(blockIdx.x) * width + t; p < n; p += stride) {
+    if (pusher) st_volatile(peer + p, in[p]);
+    else receive(in[p], out, mine, p, rank);
+  }
+}
+
+// Interleaved: push vector k, then receive vector k - lag (its own value kept in registers), so
+// the receive work runs while the pushes drain instead of after the last one.
+template <int kLag>
+__global__ void one_shot_il(const uint4* in, uint4* out, uint4* mine, uint4* peer, size_t n, int rank) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  const size_t first = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  uint4 held[kLag];
+  int k = 0;
+  for (size_t p = first; p < n; p += stride, ++k) {
+    const uint4 v = in[p];
+    st_volatile(peer + p, v);
+    if (k >= kLag) receive(held[k % kLag], out, mine, p - kLag * stride, rank);
+    held[k % kLag] = v;
+  }
+  for (int j = k > kLag ? k - kLag : 0; j < k; ++j) receive(held[j % kLag], out, mine, first + j * stride, rank);
+}
+
 // Copy-engine chunks with a flag each: the sender's side stream copies chunk k and then writes
 // flags[k] = 1 in this rank's memory (cuStreamWriteValue32, fenced after the copy). The CTAs of
 // chunk k wait for that flag (thread 0), sum the chunk and the last of them resets the flag.
@@ -280,7 +323,7 @@ int main(int argc, char** argv) {
     CK(cudaDeviceSynchronize());
   }
   std::printf("blocks %d inputs %d outputs %d\n%-8s %-10s %10s %10s %8s\n", blocks, kInputs, outputs, "size", "mode", "us/call", "GB/s", "bad");
-  const double sizes_mb[] = {1, 2, 4, 6, 8, 12, 16};
+  const double sizes_mb[] = {2, 4, 8, 16};
   // frac >= 0: SM pushes that fraction, the copy engine the rest (one copy); -K: K flagged
   // copy-engine chunks summed by chunk_sum; -100-K: the K flagged copies alone, no kernel.
   // 1.0 + k/1000 (k < 100): SM one-shot polling with a k*10 ns sleep; 2: push only, both ranks;
@@ -289,8 +332,12 @@ int main(int argc, char** argv) {
   // later) instead of the kernel; 5: own vectors kept in registers; 6: both. Run 87: with these
   // modes listed the probe never printed a row in 120 s (unexplained; a guess: the memset runs
   // as a kernel that cannot start beside a spinning one-shot that fills every SM). Unverified.
+  // Session 11 found the cause: a dangling else launched chunk_sum (waiting ~forever for a flag
+  // nobody sets) after every call of those modes; fixed.
+  // 7: warp-specialised (one_shot_ws, 128 pushers + 128 receivers a CTA); 7.5: 128 + 64;
+  // 8 / 8.5: interleaved (one_shot_il, lag 1 / 2); 9: the SM one-shot into the own buffer (no link).
   // Run 86 listed {1.0, 1.005, 1.02, 1.1, 2.0, 3.0}.
-  const double sm_fracs[] = {1.0, 4.0, 5.0, 6.0, 2.0};
+  const double sm_fracs[] = {1.0, 2.0, 7.0, 7.5, 8.0, 8.5, 9.0, 1.0, 7.0};
   for (double mb : sizes_mb) {
     const size_t n = size_t(mb * (1 << 20)) / 16;
     for (double frac : sm_fracs) {
@@ -327,8 +374,14 @@ int main(int argc, char** argv) {
             }
             CK(cudaEventRecord(r[d].join[c], r[d].side));
           }
-          if (frac >= 0)
-            one_shot<<<blocks, threads, 0, r[d].main>>>(in, r[d].out[c % kInputs % outputs], mine, peer, n,
+          if (frac >= 7.0 && frac < 8.0)  // 7: 128 pushers + 128 receivers a CTA; 7.5: 128 + 64
+            one_shot_ws<<<blocks, frac == 7.0 ? 256 : 192, 0, r[d].main>>>(in, r[d].out[c % kInputs % outputs], mine,
+                                                                         peer, n, d, 128);
+          else if (frac == 8.0 || frac == 8.5)  // push k, receive k - lag (lag 1 or 2)
+            (frac == 8.0 ? one_shot_il<1> : one_shot_il<2>)<<<blocks, threads, 0, r[d].main>>>(
+                in, r[d].out[c % kInputs % outputs], mine, peer, n, d);
+          else if (frac >= 0)
+            one_shot<<<blocks, threads, 0, r[d].main>>>(in, r[d].out[c % kInputs % outputs], mine, frac == 9.0 ? mine : peer, n,
                                                         frac == 3.0 && d == 1 ? 0 : sm_vectors, d, poll_ns, !push_only,
                                                         !ce_empty, keep);
           if (ce_empty) {  // empty this call's buffer off the SMs; call c + 2 waits for it
@@ -338,7 +391,7 @@ int main(int argc, char** argv) {
             CK(cudaEventRecord(r[d].join[c], r[d].side));
           }
           if (ce_empty && c + 1 < kCalls && c >= 1) CK(cudaStreamWaitEvent(r[d].main, r[d].join[c - 1], 0));
-          else if (kernel)
+          else if (kernel && flagged)
             chunk_sum<<<blocks / chunks * chunks, threads, 0, r[d].main>>>(in, r[d].out[c % kInputs % outputs], mine,
                 r[d].flags + (c % kBuffers) * 64, r[d].done + (c % kBuffers) * 64, n, chunks, d);
           if (sm_vectors < n) CK(cudaStreamWaitEvent(r[d].main, r[d].join[c], 0));
@@ -396,6 +449,7 @@ int main(int argc, char** argv) {
       else if (flagged) std::snprintf(mode, sizeof mode, "ce%d-flag", chunks);
       else if (push_only) std::snprintf(mode, sizeof mode, frac == 2.0 ? "push-both" : "push-one");
       else if (poll_ns) std::snprintf(mode, sizeof mode, "sm-nap%d", poll_ns);
+      else if (frac >= 7.0) std::snprintf(mode, sizeof mode, frac == 7.0 ? "ws128+128" : frac == 7.5 ? "ws128+64" : frac == 8.0 ? "il-lag1" : frac == 8.5 ? "il-lag2" : "local-sm");
       else if (ce_empty || keep) std::snprintf(mode, sizeof mode, "sm%s%s", ce_empty ? "-memset" : "", keep ? "-keep" : "");
       else std::snprintf(mode, sizeof mode, "sm%.3f", frac);
       std::printf("%-8.0f %-10s %10.2f %10.1f %8llu\n", mb, mode, us, n * 16 / (us * 1e3), bad_total);

@@ -1,7 +1,8 @@
 // One-shot all-reduce for small messages: one NVLink crossing, no barrier, no flag.
 //
-// Every rank pushes its whole tensor into every peer's buffer with 16-byte stores, then sums in
-// rank order 0..W-1, polling its own memory until each 16-byte vector has arrived. "Arrived" is
+// Every rank pushes its whole tensor into every peer's buffer with 16-byte stores and sums in rank
+// order 0..W-1, polling its own memory until each 16-byte vector has arrived; a thread with
+// several vectors sums each one right after pushing the next. "Arrived" is
 // read off the data itself (the Lamport scheme TensorRT-LLM uses): an empty buffer holds -0.0
 // (0x8000) in every 16-bit half, and senders turn a real -0.0 into +0.0, so a vector with no
 // sentinel half is complete. (Only the sign of a zero result can differ from the plain sum.)
@@ -83,7 +84,6 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
   // My first vector is loaded before the epoch, so the two loads overlap instead of the input's
   // waiting behind the epoch's address arithmetic and the signature store.
   const uint4 mine = has_work ? load_vector(in, first, a.numel) : make_uint4(0, 0, 0, 0);
-  auto my_vector = [&](size_t p) { return p == first ? mine : load_vector(in, p, a.numel); };
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
   // No abort check here: it would put a dependent load before the first send. A broken
   // communicator's waits see the abort word within 64 polls and return.
@@ -103,34 +103,54 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
       st_volatile_u64(&peer_ctrl->one_shot_signature[blockIdx.x][epoch & 1u][me], flag_word(epoch, a.signature));
     }
   }
-  for (size_t p = first; !control && p < vectors; p += stride) {
-    const uint4 v = my_vector(p);
+  auto push = [&](size_t p, const uint4& v) {
     for (int j = 1; j < W; ++j) {
       const int d = rank_after(me, j, W);
       auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.lamport);
       st_volatile_v4(dst + buffer + size_t(me) * V + p, v);
     }
-  }
-
-  // While the peers' data is in flight: empty the buffer of this CTA's previous call (its peers
-  // wrote it in the previous call and next write it two calls on), unless that call emptied each
-  // slot as it read it (prev_vectors is then 0).
+  };
+  // Empties the buffer of this CTA's previous call (its peers wrote it in the previous call and
+  // next write it two calls on), unless that call emptied each slot as it read it (prev_vectors
+  // is then 0). Runs while this call's data is in flight.
   auto* local = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.lamport);
   const uint4 empty = make_uint4(kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty);
+  auto clear_previous = [&] {
+    for (size_t p = first; p < prev_vectors; p += stride)
+      for (int src = 0; src < W; ++src)
+        if (src != me) local[previous + size_t(src) * V + p] = empty;
+  };
   const bool empty_on_read = a.numel * 2 >= kOneShotEmptyOnReadBytes;
-  for (size_t p = first; !control && p < prev_vectors; p += stride)
-    for (int src = 0; src < W; ++src)
-      if (src != me) local[previous + size_t(src) * V + p] = empty;
-
   WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
-  bool ok = true;
-  // The control warp checks that every peer made the same call while the data threads poll and
-  // sum: no data thread waits for it (thread 0 waiting for the signature, before or together
-  // with its data, measured 0.2-0.6 us slower at 8-128 KB: bench/NOTES.md changes 22-23). On a
-  // mismatch the abort word stops the data threads within 64 polls; this call's output is then
-  // unspecified and the error is reported.
-  if (threadIdx.x == kOneShotThreads) {
+  // Sums vector p in rank order (every rank rounds the same sum), polling each peer's slot until
+  // it has arrived; false on a timeout or an abort.
+  auto reduce = [&](size_t p, const uint4& own) {
+    float acc[kLaneValues] = {};
     for (int src = 0; src < W; ++src) {
+      uint4 v;
+      if (src == me) {
+        v = own;
+      } else {
+        uint4* slot = local + buffer + size_t(src) * V + p;
+        if (!spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return vector_arrived(x); }, v,
+                        src, epoch, 0))
+          return false;
+        if (empty_on_read) *slot = empty;
+      }
+      accumulate_vector<D>(acc, v);
+    }
+    store_lane<D>(out + p * kLaneValues, ptrdiff_t(a.numel - p * kLaneValues), acc);
+    return true;
+  };
+
+  bool ok = true;
+  if (control) {
+    // The control warp checks that every peer made the same call while the data threads poll
+    // and sum: no data thread waits for it (thread 0 waiting for the signature, before or
+    // together with its data, measured 0.2-0.6 us slower at 8-128 KB: bench/NOTES.md changes
+    // 22-23). On a mismatch the abort word stops the data threads within 64 polls; this call's
+    // output is then unspecified and the error is reported.
+    for (int src = 0; threadIdx.x == kOneShotThreads && src < W; ++src) {
       if (src == me) continue;
       uint64_t seen;
       const uint64_t* slot = &ctrl->one_shot_signature[blockIdx.x][epoch & 1u][src];
@@ -142,23 +162,26 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
         break;
       }
     }
-  }
-  for (size_t p = first; !control && ok && p < vectors; p += stride) {
-    float acc[kLaneValues] = {};
-    for (int src = 0; src < W; ++src) {  // fixed order: every rank rounds the same sum
-      uint4 v;
-      if (src == me) {
-        v = my_vector(p);
-      } else {
-        uint4* slot = local + buffer + size_t(src) * V + p;
-        ok = spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return vector_arrived(x); }, v,
-                        src, epoch, 0);
-        if (!ok) break;
-        if (empty_on_read) *slot = empty;
-      }
-      accumulate_vector<D>(acc, v);
+  } else if (has_work) {
+    // Push vector k, then sum vector k - 1 with its own value kept in registers, so with several
+    // vectors a thread the sums run while the pushes drain instead of after the last one (8 MB:
+    // 29.4 -> 27.3 us, bench/NOTES.md change 36). The previous call's buffer is cleared once the
+    // first vector is on its way. A rank keeps pushing after a failed wait, so it never
+    // withholds data a peer waits for.
+    push(first, mine);
+    clear_previous();
+    uint4 held = mine;
+    size_t held_p = first;
+    for (size_t p = first + stride; p < vectors; p += stride) {
+      const uint4 v = load_vector(in, p, a.numel);
+      push(p, v);
+      if (ok) ok = reduce(held_p, held);
+      held = v;
+      held_p = p;
     }
-    if (ok) store_lane<D>(out + p * kLaneValues, ptrdiff_t(a.numel - p * kLaneValues), acc);
+    if (ok) ok = reduce(held_p, held);
+  } else {
+    clear_previous();
   }
 
   __syncthreads();
