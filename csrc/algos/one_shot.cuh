@@ -1,9 +1,9 @@
 // One-shot all-reduce for small messages: one NVLink crossing, no barrier, no flag.
 //
 // Every rank pushes its whole tensor into every peer's buffer with 16-byte stores and sums in rank
-// order 0..W-1, polling its own memory until each 16-byte vector has arrived; a thread with
-// several vectors sums each one right after pushing the next. "Arrived" is
-// read off the data itself (the Lamport scheme TensorRT-LLM uses): an empty buffer holds -0.0
+// order 0..W-1, polling its own memory until each 16-byte vector has arrived; in calls of
+// kOneShotEmptyOnReadBytes or more a thread sums each vector right after pushing the next one.
+// "Arrived" is read off the data itself (the Lamport scheme TensorRT-LLM uses): an empty buffer holds -0.0
 // (0x8000) in every 16-bit half, and senders turn a real -0.0 into +0.0, so a vector with no
 // sentinel half is complete. (Only the sign of a zero result can differ from the plain sum.)
 //
@@ -84,6 +84,7 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
   // My first vector is loaded before the epoch, so the two loads overlap instead of the input's
   // waiting behind the epoch's address arithmetic and the signature store.
   const uint4 mine = has_work ? load_vector(in, first, a.numel) : make_uint4(0, 0, 0, 0);
+  auto my_vector = [&](size_t p) { return p == first ? mine : load_vector(in, p, a.numel); };
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
   // No abort check here: it would put a dependent load before the first send. A broken
   // communicator's waits see the abort word within 64 polls and return.
@@ -162,12 +163,15 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
         break;
       }
     }
+  } else if (!empty_on_read) {  // at most 2 vectors a thread: push all, then sum
+    for (size_t p = first; p < vectors; p += stride) push(p, my_vector(p));
+    clear_previous();
+    for (size_t p = first; ok && p < vectors; p += stride) ok = reduce(p, my_vector(p));
   } else if (has_work) {
-    // Push vector k, then sum vector k - 1 with its own value kept in registers, so with several
-    // vectors a thread the sums run while the pushes drain instead of after the last one (8 MB:
-    // 29.4 -> 27.3 us, bench/NOTES.md change 36). The previous call's buffer is cleared once the
-    // first vector is on its way. A rank keeps pushing after a failed wait, so it never
-    // withholds data a peer waits for.
+    // Several vectors a thread: push vector k, then sum vector k - 1 with its own value kept in
+    // registers, so the sums run while the pushes drain instead of after the last one (8 MB:
+    // 29.4 -> 27.25 us, bench/NOTES.md change 36). A rank keeps pushing after a failed wait, so
+    // it never withholds data a peer waits for.
     push(first, mine);
     clear_previous();
     uint4 held = mine;
