@@ -3,9 +3,9 @@
 // Every rank pushes its whole tensor into every peer's buffer with 16-byte stores and sums in rank
 // order 0..W-1, polling its own memory until each 16-byte vector has arrived; in calls of
 // kOneShotEmptyOnReadBytes or more a thread sums each vector right after pushing the next one.
-// "Arrived" is read off the data itself (the Lamport scheme TensorRT-LLM uses): an empty buffer holds -0.0
-// (0x8000) in every 16-bit half, and senders turn a real -0.0 into +0.0, so a vector with no
-// sentinel half is complete. (Only the sign of a zero result can differ from the plain sum.)
+// "Arrived" is read off the data itself (the Lamport scheme TensorRT-LLM uses): an empty buffer
+// holds -0.0 (0x8000) in every 16-bit half, and senders turn a real -0.0 into +0.0, so a vector
+// with no sentinel half is complete. (Only the sign of a zero result can differ from the plain sum.)
 //
 // Buffers: lamport[3][src][vector] on each rank; call epoch e uses buffer e % 3. A small call
 // clears the one its previous call used, (e - 1) % 3, while its own data is in flight; a call
