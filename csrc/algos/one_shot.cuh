@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
       held = v;
       held_p = p;
     }
-    if (ok) ok = reduce(held_p, held);
+    if (ok) reduce(held_p, held);
   } else {
     clear_previous();
   }
