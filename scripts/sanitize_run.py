@@ -1,5 +1,13 @@
 """A short 2-rank run of every algorithm and codec at a few sizes (small, tail, large), for
-compute-sanitizer (scripts/gpu_check.sh stage `sanitize`). Exits non-zero on a wrong result."""
+compute-sanitizer (scripts/gpu_check.sh stage `sanitize`). Every call is checked: the exact paths
+against the fp32 rank-ordered sum, the lossy codecs against the CPU twin bit for bit, and every
+rank's output against every other's. Exits non-zero on a wrong result.
+
+With fewer GPUs than ranks (a one-GPU machine), both ranks share GPU 0 (tests/gpu/harness.py's
+shared mode): the two processes' kernels then take turns on the GPU, so it says nothing of speed,
+but it runs every path, the peer-memory mapping included.
+"""
+import hashlib
 import os
 import sys
 
@@ -9,31 +17,65 @@ import torch.multiprocessing as mp
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
 import harness  # noqa: E402
 
+WORLD = 2
+# (2 << 20) + 8 and (3 << 20) + 1: one-shots of more than 4 MiB, which interleave push and sum and
+# empty their slots as they read them; 4 << 20 is the 2-GPU one-shot's largest (8 MiB).
+SIZES = (4096, 4096 * 3 + 5, 1 << 20, (2 << 20) + 8, (3 << 20) + 1, 4 << 20)
 
-def run(rank, world, port):
+
+def digest(t: torch.Tensor) -> str:
+    return hashlib.sha1(t.view(torch.int16).cpu().numpy().tobytes()).hexdigest()
+
+
+def run(rank, world, port, failures):
     import torch.distributed as dist
 
     import quickreduce as qr
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))
+    import scenarios  # the GPU tests' reference helpers
+
+    harness.init_rank(rank, world, port)
     comm = qr.Communicator(max_size=8 << 20, timeout_s=120)
-    # (2 << 20) + 8: a one-shot of more than 4 MiB, which empties its slots as it reads them
-    for n in (4096, 4096 * 3 + 5, 1 << 20, (2 << 20) + 8):
-        g = torch.Generator(device="cuda").manual_seed(n)
-        xs = [torch.randn(n, generator=g, device="cuda").bfloat16() for _ in range(world)]
-        for algo, codec in [("one_shot", "bf16"), ("two_shot", "bf16")] + [("two_shot", c) for c in qr.codec_names()[1:]]:
-            comm.all_reduce(xs[rank], codec=codec, algo=algo)
+    wrong = []
+
+    def check(key, out, want_bits=None, want=None):
+        torch.cuda.synchronize()
+        if want is not None and not torch.equal(out.view(torch.int16), want.view(torch.int16)):
+            wrong.append(f"{key}: differs from the fp32 rank-ordered sum")
+        if want_bits is not None and not scenarios.same_values(scenarios.bits(out), want_bits, "bf16"):
+            wrong.append(f"{key}: GPU != twin: " + scenarios.first_mismatch(scenarios.bits(out), want_bits))
+        if not scenarios.same_everywhere(digest(out)):
+            wrong.append(f"{key}: ranks differ")
+
+    # Large, small, large again: a one-shot clears what the previous call left in its buffers.
+    for n in SIZES + SIZES[::-1]:
+        xs = scenarios.inputs_for(n, n, torch.bfloat16, world)
+        exact = scenarios.exact_passthrough(xs)
+        for algo in ("one_shot", "two_shot"):
+            check(f"{algo}/bf16/n={n}", comm.all_reduce(xs[rank], codec="bf16", algo=algo), want=exact)
+        for codec in qr.codec_names()[1:]:
+            check(f"two_shot/{codec}/n={n}", comm.all_reduce(xs[rank], codec=codec, algo="two_shot"),
+                  want_bits=scenarios.twin(xs, "bf16", codec))
         # values 2^-40..2^40 apart: the lossless codec's slices go raw (its restaging path)
-        wide = xs[rank] * torch.exp2(torch.randint(-40, 41, (n,), generator=g, device="cuda")).bfloat16()
-        comm.all_reduce(wide, codec="lossless", algo="two_shot")
-    comm.all_reduce(xs[rank][:4096], codec="bf16", algo="one_shot")  # a small one-shot after the large one
-    torch.cuda.synchronize()
+        g = torch.Generator(device="cuda").manual_seed(n + 1)
+        wides = [x * torch.exp2(torch.randint(-40, 41, (n,), generator=g, device="cuda")).bfloat16() for x in xs]
+        check(f"two_shot/lossless-wide/n={n}", comm.all_reduce(wides[rank], codec="lossless", algo="two_shot"),
+              want=scenarios.exact_passthrough(wides))
     comm.check()
     comm.close()
     dist.destroy_process_group()
+    failures[rank] = wrong
 
 
 if __name__ == "__main__":
-    mp.spawn(run, args=(2, harness.free_port()), nprocs=2)
-    print("sanitize_run: done")
+    os.environ.setdefault("QR_TEST_SHARED_GPU", "1")  # on a one-GPU machine, share it
+    shared = harness.shared_gpu(WORLD)
+    print(f"sanitize_run: {WORLD} ranks on {'one shared GPU' if shared else f'{WORLD} GPUs'}")
+    with mp.Manager() as manager:
+        failures = manager.dict()
+        mp.spawn(run, args=(WORLD, harness.free_port(), failures), nprocs=WORLD)
+        wrong = [f"rank {r}: {msg}" for r in sorted(failures.keys()) for msg in failures[r]]
+    for msg in wrong[:20]:
+        print(msg)
+    if wrong:
+        sys.exit(f"sanitize_run: {len(wrong)} wrong results")
+    print(f"sanitize_run: done, every result right ({len(SIZES) * 2} sizes, every path)")

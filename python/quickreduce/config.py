@@ -7,6 +7,7 @@
 | QUICKREDUCE_TIMEOUT_S      | 10      | how long a kernel waits for a peer before giving up        |
 | QUICKREDUCE_TUNE_FILE      | (unset) | tuning table to use instead of the cached/built-in one     |
 | QUICKREDUCE_PDL            | 1       | 1: launch with programmatic dependent launch (overlaps the previous kernel's tail) |
+| QUICKREDUCE_ALLOW_SHARED_GPU | 0     | 1: ranks may share a GPU, for testing on one GPU (their kernels take turns: slow) |
 """
 from __future__ import annotations
 
@@ -52,8 +53,20 @@ def default_codec() -> str:
     raise ValueError(f"QUICKREDUCE_QUANTIZATION={raw!r}: expected one of {sorted(_QUANTIZATION_NAMES)} or auto:<codec>")
 
 
-def pdl() -> bool:
-    raw = os.environ.get("QUICKREDUCE_PDL", "1").strip().lower()
-    if raw not in ("0", "1", "true", "false", "yes", "no", ""):
-        raise ValueError(f"QUICKREDUCE_PDL={raw!r}: expected 0 or 1")
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw not in ("0", "1", "true", "false", "yes", "no"):
+        raise ValueError(f"{name}={raw!r}: expected 0 or 1")
     return raw in ("1", "true", "yes")
+
+
+def pdl() -> bool:
+    return _env_bool("QUICKREDUCE_PDL", True)
+
+
+def allow_shared_gpu() -> bool:
+    """Ranks on one GPU work (peer memory maps within a device) but their kernels are time-sliced,
+    so a call costs a context switch: a testing aid for one-GPU machines, never a way to run."""
+    return _env_bool("QUICKREDUCE_ALLOW_SHARED_GPU", False)

@@ -2,6 +2,10 @@
 
 Each scenario gets (comm, rank, world_size) and returns {check_name: None | "failure message"}.
 One spawn runs every scenario, so the device pays the process/NCCL start-up once.
+
+With QR_TEST_SHARED_GPU=1 on a machine with fewer GPUs than ranks, every rank runs on GPU 0 with
+gloo in place of NCCL (NCCL refuses two ranks on one GPU): the processes' kernels take turns on the
+GPU, so it checks results, not speed. conftest.py then runs the multi-GPU tests on one GPU.
 """
 from __future__ import annotations
 
@@ -16,14 +20,31 @@ import torch.multiprocessing as mp
 from quickreduce.cli.launch import free_port  # also used by the GPU tests and scripts
 
 
+def shared_gpu(world_size: int) -> bool:
+    """True when the ranks are to share GPU 0 (asked for, and too few GPUs for one each)."""
+    return os.environ.get("QR_TEST_SHARED_GPU") == "1" and torch.cuda.device_count() < world_size
+
+
+def init_rank(rank: int, world_size: int, port: int) -> None:
+    """This process's GPU and process group: one GPU a rank over NCCL, or GPU 0 over gloo when shared."""
+    import torch.distributed as dist
+    init = f"tcp://127.0.0.1:{port}"
+    if shared_gpu(world_size):
+        os.environ["QUICKREDUCE_ALLOW_SHARED_GPU"] = "1"
+        torch.cuda.set_device(0)
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
+    else:
+        torch.cuda.set_device(rank)
+        dist.init_process_group("nccl", init_method=init, rank=rank, world_size=world_size,
+                                device_id=torch.device("cuda", rank))
+
+
 def _worker(rank, world_size, port, scenario_module, scenario_names, out_dir, env):
     os.environ.update(env)
     import importlib
 
     import torch.distributed as dist
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
-                            device_id=torch.device("cuda", rank))
+    init_rank(rank, world_size, port)
     mod = importlib.import_module(scenario_module)
     results = {}
     for name in scenario_names:

@@ -1,7 +1,9 @@
 """GPU scenarios run inside each rank's process (see harness.py). Every rank builds every rank's
-inputs from the same seeds, so each can compute the reference locally, without communication."""
+inputs from the same seeds, so each can compute the reference locally, without communication.
+Collectives of our own go through the group's backend: NCCL, or gloo where ranks share a GPU."""
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -33,14 +35,18 @@ def rel_err(out: torch.Tensor, xs: list[torch.Tensor]) -> float:
     return float((out.double() - ref).norm() / ref.norm().clamp_min(1e-30))
 
 
+def same_everywhere(value) -> bool:
+    """True when every rank passed an equal value (gathered as objects: gloo gathers no CUDA tensors)."""
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, value)
+    return all(e == value for e in everyone)
+
+
 def same_on_all_ranks(t: torch.Tensor) -> bool:
     """Compare a position-weighted checksum of the raw bits across ranks."""
     raw = t.reshape(-1).view(torch.int16).long()
     weights = torch.arange(1, raw.numel() + 1, device=raw.device) % 1000003
-    digest = (raw * weights).sum().reshape(1)
-    everyone = [torch.zeros_like(digest) for _ in range(dist.get_world_size())]
-    dist.all_gather(everyone, digest)
-    return all(int(e) == int(digest) for e in everyone)
+    return same_everywhere(int((raw * weights).sum()))
 
 
 def bits(t: torch.Tensor) -> np.ndarray:
@@ -285,7 +291,7 @@ def bad_inputs(rank, world_size):
     res["zero elements"] = None if comm.all_reduce(empty).numel() == 0 else "wrong"
     comm.close()
     expect("after close", qr.QuickReduceError, lambda: comm.all_reduce(x), ["closed"])
-    raw = _C.Communicator(rank, world_size, rank, 1 << 20, 5.0)
+    raw = _C.Communicator(rank, world_size, torch.cuda.current_device(), 1 << 20, 5.0)
     expect("before handles", qr.QuickReduceError,
            lambda: raw.all_reduce(x.data_ptr(), x.data_ptr(), x.numel(), 0, 1, 1, 0), ["handles"])
     raw.close()
@@ -352,7 +358,10 @@ def call_mismatch(rank, world_size):
 
 def soak(rank, world_size):
     """100,000 calls of random size/dtype/codec/algorithm with every result checked on the GPU,
-    NCCL and matmuls on a side stream, then 10,000 graph replays with changing inputs."""
+    NCCL and matmuls on a side stream, then 10,000 graph replays with changing inputs
+    (QR_SOAK_CALLS and QR_SOAK_REPLAYS set fewer, for ranks that share a GPU)."""
+    calls = int(os.environ.get("QR_SOAK_CALLS", "100000"))
+    replays = int(os.environ.get("QR_SOAK_REPLAYS", "10000"))
     res = {}
     comm = qr.Communicator(max_size=8 << 20)
     rng = np.random.default_rng(1234)  # same sequence on every rank
@@ -371,7 +380,6 @@ def soak(rank, world_size):
     side = torch.cuda.Stream()
     free0 = torch.cuda.mem_get_info()[0]
     t0 = time.time()
-    calls = 100_000
     picks = rng.integers(0, len(cases), calls)
     one_shot_coin = rng.integers(0, 2, calls)
     for it in range(calls):
@@ -389,11 +397,9 @@ def soak(rank, world_size):
     torch.cuda.synchronize()
     comm.check()
     took = time.time() - t0
-    res["100k calls correct"] = None if int(wrong) == 0 else f"{int(wrong)} wrong elements"
-    everyone = [torch.zeros_like(digest) for _ in range(world_size)]
-    dist.all_gather(everyone, digest.reshape(()))
-    res["100k calls identical"] = None if all(int(e) == int(digest) for e in everyone) else "ranks differ"
-    res["info/100k calls"] = f"{calls} calls in {took:.1f}s, wrong elements {int(wrong)}"
+    res["calls correct"] = None if int(wrong) == 0 else f"{int(wrong)} wrong elements"
+    res["calls identical"] = None if same_everywhere(int(digest)) else "ranks differ"
+    res["info/calls"] = f"{calls} calls in {took:.1f}s, wrong elements {int(wrong)}"
 
     # 10,000 graph replays: one-shot, two-shot and int4 in one graph, inputs changed per replay.
     n = 65536 + 3
@@ -425,14 +431,14 @@ def soak(rank, world_size):
     with torch.cuda.graph(g):
         body()
     t0 = time.time()
-    for it in range(10_000):
+    for it in range(replays):
         k = it % 8
         x.copy_(bank[k][rank]); exp_exact.copy_(want[k][0]); exp_int4.copy_(want[k][1])
         g.replay()
     torch.cuda.synchronize()
     comm.check()
-    res["10k graph replays"] = None if int(errs) == 0 else f"{int(errs)} wrong elements"
-    res["info/10k graph replays"] = f"10000 replays x 3 calls in {time.time() - t0:.1f}s, wrong elements {int(errs)}"
+    res["graph replays"] = None if int(errs) == 0 else f"{int(errs)} wrong elements"
+    res["info/graph replays"] = f"{replays} replays x 3 calls in {time.time() - t0:.1f}s, wrong elements {int(errs)}"
     del g
     comm.close()
     torch.cuda.synchronize()

@@ -1,5 +1,5 @@
 """A peer process that dies before a call: the survivor gets PeerTimeoutError within the timeout
-plus 5 s, then every later call raises at once. Runs its own processes (no NCCL after the death)."""
+plus 5 s, then every later call raises at once. Runs its own processes (no collective after the death)."""
 import json
 import os
 import sys
@@ -19,9 +19,7 @@ def _worker(rank, world_size, port, out_dir):
     import torch.distributed as dist
 
     import quickreduce as qr
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
-                            device_id=torch.device("cuda", rank))
+    harness.init_rank(rank, world_size, port)
     comm = qr.Communicator(max_size=1 << 20, timeout_s=TIMEOUT_S)
     x = torch.randn(1 << 16, device="cuda", dtype=torch.bfloat16)
     comm.all_reduce(x)
