@@ -467,7 +467,10 @@ def two_groups(rank, world_size):
 
 def create_close_cycles(rank, world_size):
     """100 create/close cycles: no error, device memory back where it started."""
+    # Free memory is the device's: where ranks share a GPU, each reads it with the other rank at
+    # the same point (a communicator holds ~82 MiB here), hence the barriers.
     torch.cuda.synchronize()
+    dist.barrier()
     free0 = torch.cuda.mem_get_info()[0]
     x = torch.randn(1 << 16, device="cuda", dtype=torch.float16)
     want = None
@@ -479,6 +482,7 @@ def create_close_cycles(rank, world_size):
             return {"cycles": f"cycle {it}: result changed"}
         comm.close()
     torch.cuda.synchronize()
+    dist.barrier()
     free1 = torch.cuda.mem_get_info()[0]
     leak = (free0 - free1) >> 20
     return {"cycles": None if leak < 64 else f"{leak} MiB less free after 100 cycles",
