@@ -1,6 +1,6 @@
 """Run scenario functions on N GPU processes at once and collect their per-check results.
 
-Each scenario gets (comm, rank, world_size) and returns {check_name: None | "failure message"}.
+Each scenario gets (rank, world_size) and returns {check_name: None | "failure message"}.
 One spawn runs every scenario, so the device pays the process/NCCL start-up once.
 
 With QR_TEST_SHARED_GPU=1 on a machine with fewer GPUs than ranks, every rank runs on GPU 0 with
