@@ -365,8 +365,9 @@ def soak(rank, world_size):
     res = {}
     comm = qr.Communicator(max_size=8 << 20)
     rng = np.random.default_rng(1234)  # same sequence on every rank
-    # (3 << 20) + 1: a one-shot that empties its slots on read, mixed with ones that leave a clearing pass
-    sizes = [1, 7, 4096 + 3, 65536, 300_001, 1 << 20, (2 << 20) - 5, (3 << 20) + 1]
+    # From 2 << 20 (4 MiB) a one-shot empties its slots on read, mixed here with ones that leave a
+    # clearing pass; (3 << 20) + 1 goes one-shot on 2 GPUs only (4 MiB is the most on more).
+    sizes = [1, 7, 4096 + 3, 65536, 300_001, 1 << 20, (2 << 20) - 5, 2 << 20, (3 << 20) + 1]
     cases = []  # (inputs on this rank, expected output) per size, dtype, codec
     for i, n in enumerate(sizes):
         for dname, dtype in DTYPES.items():
@@ -384,7 +385,8 @@ def soak(rank, world_size):
     one_shot_coin = rng.integers(0, 2, calls)
     for it in range(calls):
         x, want, codec = cases[picks[it]]
-        algo = "one_shot" if codec == "fp16" and one_shot_coin[it] else "two_shot"
+        fits = x.numel() * 2 <= comm._c.one_shot_max_bytes
+        algo = "one_shot" if codec == "fp16" and fits and one_shot_coin[it] else "two_shot"
         out = comm.all_reduce(x, codec=codec, algo=algo)
         wrong += (out.view(torch.int16) != want.view(torch.int16)).sum()
         digest += out.view(torch.int16).sum()
