@@ -30,12 +30,9 @@ for stage in $stages; do
     sanitize)  # compute-sanitizer over a short checked run of every algorithm and codec (TOOLS=memcheck,...;
       # the tool `none` runs it bare). On one GPU both ranks share it (slow: time-sliced).
       for tool in ${TOOLS:-memcheck racecheck synccheck}; do
-        if [ "$tool" = none ]; then
-          timeout "${SANITIZE_TIMEOUT_S:-150}" python3 scripts/sanitize_run.py > "$OUT/sanitize-$tool.log" 2>&1
-        else
-          timeout "${SANITIZE_TIMEOUT_S:-150}" compute-sanitizer --tool "$tool" --target-processes all \
-            --report-api-errors no --error-exitcode 9 python3 scripts/sanitize_run.py > "$OUT/sanitize-$tool.log" 2>&1
-        fi
+        sanitizer=(compute-sanitizer --tool "$tool" --target-processes all --report-api-errors no --error-exitcode 9)
+        [ "$tool" = none ] && sanitizer=()
+        timeout "${SANITIZE_TIMEOUT_S:-150}" "${sanitizer[@]}" python3 scripts/sanitize_run.py > "$OUT/sanitize-$tool.log" 2>&1
         echo "sanitize $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitize-$tool.log") clean summaries)"
         grep -m3 "sanitize_run" "$OUT/sanitize-$tool.log"
         grep -m3 -E "ERROR SUMMARY|Invalid|Race|error" "$OUT/sanitize-$tool.log" || true
