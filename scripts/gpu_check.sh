@@ -2,8 +2,9 @@
 # One device call: build for sm_90 on all cores, run the GPU tests, then the benchmark.
 # Logs go under $OUT (the device tool brings them back). Usage: bash scripts/gpu_check.sh [stage...]
 # stages: build tests cputests sanitize timing phases peers tune bench wheels (default: build tests bench)
+# (`timing` and `phases` run lab/ dev tools: lab/scripts/dev_timing.py, lab/scripts/phase_timers.py)
 # A/B of builds in one call (machine-to-machine noise is ~0.3 us at small sizes): build wheels here
-# (bash scripts/build_variant.sh NAME [QR_PHASE_TIMERS=1]), carry .wheels, and run the stage
+# (bash lab/scripts/build_variant.sh NAME [QR_PHASE_TIMERS=1]), carry .wheels, and run the stage
 # `wheels`: each .wheels/NAME is installed in turn (WHEELS="a b a" sets the order) and benched on
 # AB_SIZES with AB_METHODS into one $OUT/ab.csv (a variant column first). `wheel:NAME` installs one.
 set -uo pipefail
@@ -39,9 +40,9 @@ for stage in $stages; do
       done ;;
     phases)  # dev diagnostic: rebuilds with the phase timers compiled in (slower: never bench after it)
       install_source build-phases.log QR_PHASE_TIMERS=1
-      python3 scripts/phase_timers.py 2>&1 | tee "$OUT/phases.log" ;;
+      python3 lab/scripts/phase_timers.py 2>&1 | tee "$OUT/phases.log" ;;
     timing)
-      python3 scripts/dev_timing.py 2>&1 | tee "$OUT/timing.log" ;;
+      python3 lab/scripts/dev_timing.py 2>&1 | tee "$OUT/timing.log" ;;
     peers)
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .peers/whl/*.whl
       export PYTHONPATH=/tmp/site:$PWD/.peers/site FLASHINFER_CONFIDENTIAL_COMPUTE=1 ;;

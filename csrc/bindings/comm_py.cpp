@@ -5,7 +5,7 @@
 
 #include "comm/communicator.hpp"
 #include "comm/status.hpp"
-#include "sync/workspace.hpp"
+#include "transport/workspace.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;

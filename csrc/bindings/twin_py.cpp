@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "algos/two_shot_layout.hpp"
+#include "collectives/all_reduce/two_shot_layout.hpp"
 #include "codecs/codec_list.hpp"
 #include "cpu/twin.hpp"
 

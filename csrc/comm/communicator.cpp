@@ -3,10 +3,10 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "algos/launch.hpp"
-#include "algos/two_shot_layout.hpp"
+#include "collectives/launch.hpp"
+#include "collectives/all_reduce/two_shot_layout.hpp"
 #include "comm/status.hpp"
-#include "sync/ipc.hpp"
+#include "transport/ipc.hpp"
 
 namespace qr {
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "algos/args.hpp"
+#include "collectives/args.hpp"
 #include "codecs/codec_list.hpp"
 
 namespace qr {

@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "sync/error_record.hpp"
+#include "transport/error_record.hpp"
 
 namespace qr {
 

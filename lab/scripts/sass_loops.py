@@ -2,7 +2,7 @@
 # The codec kernels' time follows their instruction count (bench/NOTES.md, change 12), so a change
 # that shrinks these loops is worth a device run; one that grows them is not.
 #
-#   python3 scripts/sass_loops.py [CODEC] [DTYPE] [W]  e.g. Int4Codec 1 2 (1 = bf16, 0 = fp16; W: the
+#   python3 lab/scripts/sass_loops.py [CODEC] [DTYPE] [W]  e.g. Int4Codec 1 2 (1 = bf16, 0 = fp16; W: the
 #                                                     world-size specialisation, where kernels have one)
 #
 # Needs nvcc and cuobjdump (this machine has no cuobjdump: `pip download --no-deps triton`, unzip
@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")  # the repo root
 
 
 def sass(cubin: str) -> str:
@@ -41,7 +41,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "dispatch.cubin")
         subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-cubin", "--fmad=false", "-O3", "-I", os.path.join(ROOT, "csrc"),
-                        "-o", cubin, os.path.join(ROOT, "csrc", "algos", "dispatch.cu")], check=True)
+                        "-o", cubin, os.path.join(ROOT, "csrc", "collectives", "dispatch.cu")], check=True)
         lines = kernel_lines(sass(cubin), codec, dtype, world)
     if not lines:
         sys.exit(f"no two_shot_kernel<{codec}, dtype {dtype}> in the SASS")

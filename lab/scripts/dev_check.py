@@ -1,7 +1,7 @@
 # Throwaway dev check (not the product tests): lossless results of back-to-back calls in one CUDA graph
 # equal the float64 sum rounded to bf16, and every rank holds the same bits. DEV_SIZES as dev_timing.
 import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gpu"))
 import harness
 
 def run(rank, world, port):

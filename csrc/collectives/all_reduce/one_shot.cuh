@@ -22,9 +22,9 @@
 // No barrier and no data thread waits for anything but data: every extra round trip on the way
 // to the sum showed in the time (bench/NOTES.md changes 21-23).
 #pragma once
-#include "algos/args.hpp"
-#include "algos/common.cuh"
-#include "sync/primitives.cuh"
+#include "collectives/args.hpp"
+#include "transport/lanes.cuh"
+#include "transport/primitives.cuh"
 
 namespace qr {
 

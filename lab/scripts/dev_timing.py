@@ -1,6 +1,6 @@
 # Throwaway dev timing (not the product bench): CUDA-graph median per call, qr vs NCCL.
 import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gpu"))
 import harness
 from dev_common import graph_time_us
 

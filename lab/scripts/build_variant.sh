@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds this tree as a wheel for the device (Python 3.12, sm_90) into .wheels/NAME, for
-# gpu_check.sh's `wheels` stage. Extra args are env settings, e.g. QR_PHASE_TIMERS=1.
-# Usage: bash scripts/build_variant.sh NAME [VAR=value ...]   (PY overrides the interpreter)
+# scripts/gpu_check.sh's `wheels` stage. Extra args are env settings, e.g. QR_PHASE_TIMERS=1.
+# Usage: bash lab/scripts/build_variant.sh NAME [VAR=value ...]   (PY overrides the interpreter)
 set -euo pipefail
 name=$1; shift
 root=$(git rev-parse --show-toplevel)

@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "algos/launch.hpp"
-#include "algos/one_shot.cuh"
-#include "algos/two_shot.cuh"
+#include "collectives/launch.hpp"
+#include "collectives/all_reduce/one_shot.cuh"
+#include "collectives/all_reduce/two_shot.cuh"
 #include "codecs/dispatch.hpp"
 
 namespace qr {

@@ -1,12 +1,12 @@
-# Dev diagnostic: where a two-shot CTA's cycles go, per phase (csrc/algos/phase_timers.cuh).
+# Dev diagnostic: where a two-shot CTA's cycles go, per phase (csrc/collectives/all_reduce/phase_timers.cuh).
 # Needs a build with the timers compiled in, which is slower and must not be benchmarked:
-#   QR_PHASE_TIMERS=1 QR_CUDA_ARCHS=90 pip install --no-build-isolation --no-deps . && python3 scripts/phase_timers.py
+#   QR_PHASE_TIMERS=1 QR_CUDA_ARCHS=90 pip install --no-build-isolation --no-deps . && python3 lab/scripts/phase_timers.py
 # PT_SIZES (MiB, default 64,1024) and PT_CODECS (default fp16,int4,fp4,int6,fp8) narrow the run.
 # Each line: CTA 0's thread 0 on each rank, cycles in scatter (encode + staging, "send" included),
 # waiting for the peers' scatter flags, reduce, announcing (bulk-copy completion + flags), waiting
 # for the all-gather flags, and gather. The third call of each (size, codec) is the one to read.
 import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gpu"))
 import harness
 
 

@@ -8,7 +8,7 @@
 // (sm_vectors = n: today's one-shot shape), ce (0), mixes, flagged copy-engine chunks,
 // push-only. Each rank's calls are a CUDA graph of kCalls calls; time = median over replays /
 // kCalls, per rank. `ce_probe BLOCKS ipc`: the SM one-shot in two processes over CUDA IPC.
-// Build: nvcc -O3 -arch=sm_90 -o /tmp/ce_probe bench/probes/ce_one_shot_probe.cu
+// Build: nvcc -O3 -arch=sm_90 -o /tmp/ce_probe lab/probes/ce_one_shot_probe.cu
 #include <cuda_bf16.h>
 #include <cuda.h>
 #include <cuda_runtime.h>

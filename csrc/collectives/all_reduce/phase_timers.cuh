@@ -1,6 +1,6 @@
 // Dev diagnostic, compiled in only with QR_PHASE_TIMERS (pip install with QR_PHASE_TIMERS=1): thread 0
 // of a two-shot CTA adds up the SM cycles it spends in each phase, and CTA 0 printfs them at the end
-// of the call (scripts/phase_timers.py runs it). ncu cannot profile the two-rank kernel (its replay
+// of the call (lab/scripts/phase_timers.py runs it). ncu cannot profile the two-rank kernel (its replay
 // waits on the unprofiled peer), so this is how to see where a codec kernel's time goes. Thread 0's
 // view: it also issues the bulk copies and waits for their reads, and every thread meets it at the
 // per-slice barrier, so "send" is the CTA's stall on shared-memory staging.

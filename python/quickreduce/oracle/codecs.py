@@ -1,4 +1,4 @@
-"""Independent numpy oracle of docs/codec-spec.md (written from the spec, not from the C++).
+"""The oracle's number formats and blockwise codecs (docs/codec-spec.md, "Blocks" to "Lossless").
 
 Values travel as raw uint16 bits of the tensor dtype T ("fp16" or "bf16"). All codec arithmetic
 is numpy float32 (never float64), so every operation is one IEEE fp32 op with RNE, as the spec
@@ -127,33 +127,3 @@ def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
 def round_trip(x: np.ndarray, dtype: str, codec: str) -> np.ndarray:
     """to_T(D(Q(x))) of 1-D T bits x, returned as T bits."""
     return from_f32(_qdq(to_f32(x, dtype), dtype, codec), dtype)
-
-
-def owners(n: int, world: int, slice_values: int | None = None) -> np.ndarray:
-    """The rank that reduces each of n values: (i // slice_values) % world. slice_values None: the
-    two-shot's own layout for this size (`two_shot_slice_values`)."""
-    if slice_values is None:
-        from . import _C  # the layout rule only; the arithmetic here is independent of it
-        slice_values = _C.two_shot_slice_values(n, world)
-    return (np.arange(n) // slice_values) % world
-
-
-def all_reduce(inputs: list[np.ndarray], dtype: str, codec: str, slice_values: int | None = None) -> np.ndarray:
-    """Two-shot all-reduce emulation: fp32 sum in fixed rank order of each rank's contribution,
-    then one more Q/D of the sum, output to_T. Value i is reduced by rank (i // slice_values) % W,
-    which adds its own value exactly; every other rank's value arrives as D(Q(x)). slice_values
-    None: the two-shot's own layout for this size (`two_shot_slice_values`). Returns T bits."""
-    if not inputs:
-        raise ValueError("need at least one rank")
-    n = np.asarray(inputs[0]).size
-    owner = owners(n, len(inputs), slice_values)
-    r = None
-    with np.errstate(all="ignore"):
-        for rank, x in enumerate(inputs):
-            x = np.asarray(x, dtype=np.uint16).reshape(-1)
-            if x.size != n:
-                raise ValueError("all ranks must have the same length")
-            exact = to_f32(x, dtype)
-            term = np.where(owner == rank, exact, _qdq(exact, dtype, codec)).astype(np.float32)
-            r = term if r is None else r + term  # fp32 add, rank order, starting from rank 0's term
-    return from_f32(_qdq(r, dtype, codec), dtype)

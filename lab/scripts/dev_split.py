@@ -4,7 +4,7 @@
 # Outside the API's contract (communicator.hpp: one call at a time per communicator): it works
 # here only because the one-shot and the two-shot use disjoint workspace regions and epochs.
 import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gpu"))
 import harness
 from dev_common import graph_time_us
 

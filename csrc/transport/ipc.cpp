@@ -1,4 +1,4 @@
-#include "sync/ipc.hpp"
+#include "transport/ipc.hpp"
 
 #include <cuda_runtime_api.h>
 

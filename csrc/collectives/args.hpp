@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "sync/error_record.hpp"
-#include "sync/workspace.hpp"
+#include "transport/error_record.hpp"
+#include "transport/workspace.hpp"
 
 namespace qr {
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 
 #include "core/block.hpp"
-#include "sync/workspace.hpp"
+#include "transport/workspace.hpp"
 
 namespace qr {
 

@@ -6,7 +6,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
-#include "algos/args.hpp"
+#include "collectives/args.hpp"
 #include "codecs/codec_list.hpp"
 
 namespace qr {

@@ -1,0 +1,54 @@
+// The CPU twin's blockwise codec steps, shared by every collective's twin: one block of 32 values
+// through a codec exactly as the kernels do it (encode on the sender, decode on the receiver).
+#pragma once
+#include <algorithm>
+#include <cstddef>
+
+#include "codecs/dispatch.hpp"
+
+namespace qr::twin {
+
+// The block's scale (as decode reads it) and its inverse (as encode uses it); 1 and 1 unscaled.
+template <class Codec, DType D>
+void block_scale_and_inverse(const float v[kBlockValues], float& scale, float& inv) {
+  scale = inv = 1.0f;
+  if constexpr (Codec::kScaled) {
+    uint32_t absmax = 0;
+    for (int l = 0; l < kLanesPerBlock; ++l) absmax = std::max(absmax, lane_absmax_bits(v + l * kLaneValues));
+    scale = to_float<D>(block_scale<D>(absmax, Codec::kDivisor));
+    inv = inverse_scale(scale);
+  }
+}
+
+// Quantize and dequantize one block of 32 fp32 values in place, exactly as the kernels do it
+// (the kernels split it: encode on the sender, decode on the receiver).
+template <class Codec, DType D>
+void round_trip_block(float v[kBlockValues]) {
+  float scale, inv;
+  block_scale_and_inverse<Codec, D>(v, scale, inv);
+  for (int l = 0; l < kLanesPerBlock; ++l) {
+    auto packed = Codec::template encode<D>(v + l * kLaneValues, inv);
+    Codec::template decode<D>(packed, scale, v + l * kLaneValues);
+  }
+}
+
+// What the owner of a reduced block keeps, the kernels' way: the integer codecs' encode_keep()
+// (values from the rounding itself), the others encode and decode.
+template <class Codec, DType D>
+void owner_block(float v[kBlockValues]) {
+  if constexpr (Codec::kKeepsDecoded) {
+    float scale, inv;
+    block_scale_and_inverse<Codec, D>(v, scale, inv);
+    for (int l = 0; l < kLanesPerBlock; ++l) Codec::template encode_keep<D>(v + l * kLaneValues, inv, scale);
+  } else {
+    round_trip_block<Codec, D>(v);
+  }
+}
+
+// Visit x in blocks of 32 (the tail zero-padded), calling fn(block, count).
+template <class Fn>
+void for_each_block(size_t n, Fn&& fn) {
+  for (size_t base = 0; base < n; base += kBlockValues) fn(base, std::min<size_t>(kBlockValues, n - base));
+}
+
+}  // namespace qr::twin
