@@ -18,6 +18,10 @@ void register_comm(nb::module_& m) {
 
   m.attr("DTYPE_FLOAT16") = int(qr::DType::kFloat16);
   m.attr("DTYPE_BFLOAT16") = int(qr::DType::kBFloat16);
+  m.attr("DTYPE_FLOAT32") = int(qr::DType::kFloat32);
+  m.attr("EXCHANGE_ALL_GATHER") = int(qr::ExchangeKind::kAllGather);
+  m.attr("EXCHANGE_ALL_TO_ALL") = int(qr::ExchangeKind::kAllToAll);
+  m.attr("EXCHANGE_REDUCE_SCATTER") = int(qr::ExchangeKind::kReduceScatter);
   m.attr("ALGO_ONE_SHOT") = int(qr::Algo::kOneShot);
   m.attr("ALGO_TWO_SHOT") = int(qr::Algo::kTwoShot);
   m.attr("MAX_WORLD_SIZE") = qr::kMaxWorldSize;
@@ -40,6 +44,13 @@ void register_comm(nb::module_& m) {
         c.all_reduce(in, out, numel, qr::DType(dtype), qr::CodecId(codec), qr::Algo(algo), stream, threads, blocks, pdl, groups);
       }, "in_ptr"_a, "out_ptr"_a, "numel"_a, "dtype"_a, "codec"_a, "algo"_a, "stream"_a, "threads"_a = 0, "blocks"_a = 0,
       "pdl"_a = false, "groups"_a = 0)
+      .def("exchange", [](qr::Communicator& c, int kind, uintptr_t in, uintptr_t out, int dtype, int codec,
+                          const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts, uintptr_t stream,
+                          bool pdl, int threads) {
+        c.exchange(qr::ExchangeKind(kind), in, out, qr::DType(dtype), qr::CodecId(codec), send_counts, recv_counts, stream,
+                   pdl, threads);
+      }, "kind"_a, "in_ptr"_a, "out_ptr"_a, "dtype"_a, "codec"_a, "send_counts"_a, "recv_counts"_a, "stream"_a,
+      "pdl"_a = false, "threads"_a = 0)
       .def("check", &qr::Communicator::check)
       .def("close", &qr::Communicator::close)
       .def_prop_ro("rank", &qr::Communicator::rank)

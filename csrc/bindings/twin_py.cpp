@@ -25,9 +25,14 @@ qr::DType parse_dtype(const std::string& name) {
   if (name == "bf16" || name == "bfloat16") return qr::DType::kBFloat16;
   throw std::invalid_argument("dtype must be 'fp16' or 'bf16', got '" + name + "'");
 }
+qr::DType parse_any_dtype(const std::string& name) {
+  if (name == "fp32" || name == "float32") return qr::DType::kFloat32;
+  if (name == "fp16" || name == "float16" || name == "bf16" || name == "bfloat16") return parse_dtype(name);
+  throw std::invalid_argument("dtype must be 'fp16', 'bf16' or 'fp32', got '" + name + "'");
+}
 
 qr::CodecId parse_codec(const std::string& name) {
-  if (name == "bf16") return qr::CodecId::kPassthrough;  // passthrough under either name
+  if (name == "bf16" || name == "fp32") return qr::CodecId::kPassthrough;  // passthrough under any name
   for (const auto& c : qr::kCodecs)
     if (name == c.name) return c.id;
   throw std::invalid_argument("unknown codec '" + name + "'");
@@ -38,6 +43,40 @@ BitsOut new_array(size_t n, std::vector<uint16_t>** storage) {
   nb::capsule owner(v, [](void* p) noexcept { delete static_cast<std::vector<uint16_t>*>(p); });
   *storage = v;
   return BitsOut(v->data(), {n}, owner);
+}
+
+// Raw bits of one rank's tensor: uint16 for fp16/bf16, uint32 for fp32.
+using AnyBits = nb::ndarray<nb::ro, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+struct RankArrays {
+  std::vector<const void*> ptrs;
+  std::vector<size_t> sizes;
+};
+RankArrays rank_arrays(const std::vector<AnyBits>& inputs, qr::DType dtype) {
+  if (inputs.size() < 2 || inputs.size() > size_t(qr::kMaxWorldSize))
+    throw std::invalid_argument("need 2.." + std::to_string(qr::kMaxWorldSize) + " ranks' inputs");
+  const size_t bits = size_t(qr::dtype_bytes(dtype)) * 8;
+  RankArrays r;
+  for (const auto& x : inputs) {
+    if (x.dtype().code != uint8_t(nb::dlpack::dtype_code::UInt) || x.dtype().bits != bits)
+      throw std::invalid_argument("inputs must be uint" + std::to_string(bits) + " arrays of raw bits for this dtype");
+    r.ptrs.push_back(x.data());
+    r.sizes.push_back(x.shape(0));
+  }
+  return r;
+}
+// A new numpy array of n raw values of dtype, and its data.
+nb::object new_bits(size_t n, qr::DType dtype, void** data) {
+  if (dtype == qr::DType::kFloat32) {
+    auto* v = new std::vector<uint32_t>(n);
+    nb::capsule owner(v, [](void* p) noexcept { delete static_cast<std::vector<uint32_t>*>(p); });
+    *data = v->data();
+    return nb::cast(nb::ndarray<nb::numpy, uint32_t, nb::ndim<1>>(v->data(), {n}, owner));
+  }
+  auto* v = new std::vector<uint16_t>(n);
+  nb::capsule owner(v, [](void* p) noexcept { delete static_cast<std::vector<uint16_t>*>(p); });
+  *data = v->data();
+  return nb::cast(nb::ndarray<nb::numpy, uint16_t, nb::ndim<1>>(v->data(), {n}, owner));
 }
 
 }  // namespace
@@ -86,6 +125,62 @@ void register_twin(nb::module_& m) {
   m.def("two_shot_slice_values", &qr::two_shot_slice_values, "numel"_a, "world_size"_a,
         "Values per two-shot slice for this message: value i is reduced by rank (i // slice) % world_size.");
 
+  m.def("twin_all_gather", [](const std::vector<AnyBits>& inputs, const std::string& dtype, const std::string& codec) {
+    const qr::DType dt = parse_any_dtype(dtype);
+    const RankArrays in = rank_arrays(inputs, dt);
+    const size_t k = in.sizes[0];
+    for (size_t n : in.sizes)
+      if (n != k) throw std::invalid_argument("all-gather inputs must have the same length");
+    void* out;
+    nb::object arr = new_bits(k * in.ptrs.size(), dt, &out);
+    qr::twin_all_gather(in.ptrs.data(), int(in.ptrs.size()), out, k, dt, parse_codec(codec));
+    return arr;
+  }, "inputs"_a, "dtype"_a, "codec"_a, "Emulated all-gather of docs/codec-spec.md: every rank's output (the same).");
+
+  m.def("twin_reduce_scatter", [](const std::vector<AnyBits>& inputs, const std::string& dtype, const std::string& codec) {
+    const qr::DType dt = parse_any_dtype(dtype);
+    const RankArrays in = rank_arrays(inputs, dt);
+    const size_t W = in.ptrs.size(), n = in.sizes[0];
+    for (size_t s : in.sizes)
+      if (s != n) throw std::invalid_argument("reduce-scatter inputs must have the same length");
+    if (n % W) throw std::invalid_argument("reduce-scatter input length must be divisible by the number of ranks");
+    std::vector<void*> outs(W);
+    nb::list result;
+    for (size_t r = 0; r < W; ++r) result.append(new_bits(n / W, dt, &outs[r]));
+    qr::twin_reduce_scatter(in.ptrs.data(), int(W), outs.data(), n / W, dt, parse_codec(codec));
+    return result;
+  }, "inputs"_a, "dtype"_a, "codec"_a, "Emulated reduce-scatter of docs/codec-spec.md: each rank's output.");
+
+  m.def("twin_all_to_all", [](const std::vector<AnyBits>& inputs, const std::string& dtype, const std::string& codec,
+                              const std::vector<std::vector<size_t>>& splits) {
+    const qr::DType dt = parse_any_dtype(dtype);
+    const RankArrays in = rank_arrays(inputs, dt);
+    const size_t W = in.ptrs.size();
+    if (splits.size() != W) throw std::invalid_argument("splits must have one row per rank");
+    std::vector<size_t> flat;
+    for (size_t r = 0; r < W; ++r) {
+      if (splits[r].size() != W) throw std::invalid_argument("each splits row must have one entry per rank");
+      size_t total = 0;
+      for (size_t v : splits[r]) total += v, flat.push_back(v);
+      if (total != in.sizes[r])
+        throw std::invalid_argument("rank " + std::to_string(r) + "'s splits add up to " + std::to_string(total) +
+                                    ", its input has " + std::to_string(in.sizes[r]) + " values");
+    }
+    std::vector<void*> outs(W);
+    nb::list result;
+    for (size_t d = 0; d < W; ++d) {
+      size_t n = 0;
+      for (size_t r = 0; r < W; ++r) n += splits[r][d];
+      result.append(new_bits(n, dt, &outs[d]));
+    }
+    qr::twin_all_to_all(in.ptrs.data(), int(W), outs.data(), flat.data(), dt, parse_codec(codec));
+    return result;
+  }, "inputs"_a, "dtype"_a, "codec"_a, "splits"_a,
+        "Emulated all-to-all of docs/codec-spec.md (splits[r][d]: values rank r sends rank d): each rank's output.");
+
+  m.def("fp32_all_reduce_chunk", &qr::fp32_all_reduce_chunk, "numel"_a, "world_size"_a,
+        "Values per rank's chunk in the fp32 all-reduce: value i is reduced by rank i // chunk.");
+
   m.def("twin_all_reduce", [](const std::vector<Bits>& inputs, const std::string& dtype, const std::string& codec,
                               size_t slice_values) {
     if (inputs.size() < 1) throw std::invalid_argument("need at least one input");
@@ -103,4 +198,17 @@ void register_twin(nb::module_& m) {
     return arr;
   }, "inputs"_a, "dtype"_a, "codec"_a, "slice_values"_a = 0,
         "Emulated all-reduce of docs/codec-spec.md over len(inputs) ranks (slice_values 0: the two-shot's own).");
+  m.def("twin_all_reduce", [](const std::vector<AnyBits>& inputs, const std::string& dtype, const std::string& codec) {
+    if (parse_any_dtype(dtype) != qr::DType::kFloat32)
+      throw std::invalid_argument("uint32 inputs are fp32 tensors: pass dtype 'fp32'");
+    const RankArrays in = rank_arrays(inputs, qr::DType::kFloat32);
+    const size_t n = in.sizes[0];
+    for (size_t s : in.sizes)
+      if (s != n) throw std::invalid_argument("all inputs must have the same length");
+    void* out;
+    nb::object arr = new_bits(n, qr::DType::kFloat32, &out);
+    qr::twin_all_reduce_fp32(reinterpret_cast<const uint32_t* const*>(in.ptrs.data()), int(in.ptrs.size()),
+                             static_cast<uint32_t*>(out), n, parse_codec(codec));
+    return arr;
+  }, "inputs"_a, "dtype"_a, "codec"_a, "The fp32 all-reduce (reduce-scatter then all-gather over chunks).");
 }

@@ -41,6 +41,18 @@ constexpr CodecInfo kCodecs[] = {
 };
 constexpr int kNumCodecs = sizeof(kCodecs) / sizeof(kCodecs[0]);
 
+// The codec that actually travels for a registry codec and a tensor dtype: fp32 tensors take the
+// exact passthrough in 32 bits (the lossless packing is bf16's), every scaled codec is itself
+// (its arithmetic runs on fp32 values; the scale is stored in scale_dtype(D)).
+template <class Codec, DType D>
+struct WireCodecFor { using type = Codec; };
+template <>
+struct WireCodecFor<PassthroughCodec, DType::kFloat32> { using type = Fp32PassthroughCodec; };
+template <>
+struct WireCodecFor<LosslessCodec, DType::kFloat32> { using type = Fp32PassthroughCodec; };
+template <class Codec, DType D>
+using WireCodec = typename WireCodecFor<Codec, D>::type;
+
 // Bytes one slice of `values` values occupies on the wire: planes padded to 16 bytes so every
 // plane and the scale array start 16-byte aligned.
 template <class Codec>

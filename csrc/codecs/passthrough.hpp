@@ -33,4 +33,30 @@ struct PassthroughCodec {
   }
 };
 
+// The passthrough of fp32 tensors: 8 values in two 16-byte planes (32 bits a value). Not in the
+// registry: the "fp16"/"bf16"/"fp32" passthrough id selects it for fp32 tensors (WireCodec below).
+struct Fp32PassthroughCodec {
+  static constexpr bool kScaled = false;
+  static constexpr bool kKeepsDecoded = false;
+  static constexpr float kDivisor = 1.0f;
+  using PlaneA = uint4;  // values 0-3
+  using PlaneB = uint4;  // values 4-7
+  struct Packed { PlaneA a; PlaneB b; };
+  static constexpr int kPlaneABytes = sizeof(PlaneA);
+  static constexpr int kPlaneBBytes = sizeof(PlaneB);
+
+  template <DType D>
+  QR_HD static Packed encode(const float v[kLaneValues], float /*inv_scale*/) {
+    Packed p;
+    p.a.x = float_bits(v[0]), p.a.y = float_bits(v[1]), p.a.z = float_bits(v[2]), p.a.w = float_bits(v[3]);
+    p.b.x = float_bits(v[4]), p.b.y = float_bits(v[5]), p.b.z = float_bits(v[6]), p.b.w = float_bits(v[7]);
+    return p;
+  }
+  template <DType D>
+  QR_HD static void decode(const Packed& p, float /*scale*/, float v[kLaneValues]) {
+    v[0] = bits_float(p.a.x), v[1] = bits_float(p.a.y), v[2] = bits_float(p.a.z), v[3] = bits_float(p.a.w);
+    v[4] = bits_float(p.b.x), v[5] = bits_float(p.b.y), v[6] = bits_float(p.b.z), v[7] = bits_float(p.b.w);
+  }
+};
+
 }  // namespace qr

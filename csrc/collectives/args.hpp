@@ -27,4 +27,29 @@ struct AllReduceArgs {
 };
 static_assert(std::is_trivially_copyable_v<AllReduceArgs>, "kernel args are copied by value");
 
+// The segment collectives (collectives/exchange/): what moves where, as element counts.
+enum class ExchangeKind : int { kAllGather = 0, kAllToAll = 1, kReduceScatter = 2 };
+
+struct ExchangeArgs {
+  const void* in;
+  void* out;
+  int kind;  // ExchangeKind
+  int rank;
+  int world_size;
+  uint8_t* workspaces[kMaxWorldSize];
+  WorkspaceLayout layout;
+  ErrorRecord* record;
+  uint64_t timeout_ns;
+  uint32_t signature;  // hash of the call every rank must agree on (uneven splits: checked per pair)
+  int pdl;
+  int aligned;  // every segment starts 16-byte aligned in `in` and `out`: full lanes load as vectors
+  int sizes_cross;  // all-to-all: the sizes cross the link before the data and are checked per pair
+  uint32_t even_count;  // values in every segment when !sizes_cross
+  uint32_t send_count[kMaxWorldSize];   // values this rank sends rank d
+  uint64_t send_offset[kMaxWorldSize];  // first input element of that segment
+  uint32_t recv_count[kMaxWorldSize];   // values this rank receives from rank s (checked when uneven)
+  uint64_t recv_offset[kMaxWorldSize];  // first output element they go to
+};
+static_assert(std::is_trivially_copyable_v<ExchangeArgs>, "kernel args are copied by value");
+
 }  // namespace qr

@@ -1,10 +1,12 @@
 // Instantiates the kernels for every (dtype, codec) in the registry and launches them.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "collectives/launch.hpp"
 #include "collectives/all_reduce/one_shot.cuh"
 #include "collectives/all_reduce/two_shot.cuh"
+#include "collectives/exchange/exchange.cuh"
 #include "codecs/dispatch.hpp"
 
 namespace qr {
@@ -12,8 +14,8 @@ namespace {
 
 // Every kernel calls griddepcontrol.wait before touching memory, so the PDL attribute is safe on
 // all of them; it only lets the launch overlap the previous kernel's tail.
-template <class Kernel>
-cudaError_t launch(Kernel kernel, int blocks, int threads, const AllReduceArgs& args, cudaStream_t stream) {
+template <class Kernel, class Args>
+cudaError_t launch(Kernel kernel, int blocks, int threads, const Args& args, cudaStream_t stream) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(threads);
@@ -80,6 +82,26 @@ auto two_shot_for(int world_size, int threads) {
   }
 }
 }  // namespace
+
+cudaError_t launch_exchange(const ExchangeArgs& args, DType dtype, CodecId codec, int threads, cudaStream_t stream) {
+  return dispatch_codec_any_dtype(codec, dtype, [&](auto codec_t, auto d) {
+    // The lossless packing is the all-reduce's; here its values travel as the passthrough's (the same bits).
+    using Codec = std::conditional_t<std::is_same_v<decltype(codec_t), LosslessCodec>, PassthroughCodec, decltype(codec_t)>;
+    auto kernel = exchange_kernel<Codec, decltype(d)::value>;
+    const int limit = std::min(resident_blocks(reinterpret_cast<const void*>(kernel), threads), kExchangeMaxBlocks);
+    int blocks = limit;
+    if (!args.sizes_cross) {  // the plan is known here: no more CTAs than slices
+      const size_t slices = (size_t(args.even_count) + size_t(threads) * kLaneValues - 1) / (size_t(threads) * kLaneValues);
+      blocks = int(std::clamp(slices, size_t(1), size_t(limit)));
+    } else {  // the sizes are known only in the kernel: a grid every rank computes alike
+      int device = 0, sms = 0;
+      cudaGetDevice(&device);
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+      blocks = std::min(limit, 2 * sms);
+    }
+    return launch(kernel, blocks, threads, args, stream);
+  });
+}
 
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream) {
   return dispatch_codec(codec, dtype, [&](auto codec_t, auto d) {

@@ -2,6 +2,7 @@
 // the launch status. Contracts:
 //  - one-shot: passthrough only, numel * 2 <= min(max_size, one_shot_max_bytes(world_size)).
 //  - two-shot: any codec, numel * 2 <= max_size.
+//  - exchange: any codec, the larger of input and output <= max_size bytes.
 // Both need every rank to make the same call (size, dtype, codec, algorithm) in the same order.
 #pragma once
 #include <cuda_runtime_api.h>
@@ -14,5 +15,7 @@ namespace qr {
 cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t stream);
 cudaError_t launch_fill_u32(uint32_t* ptr, size_t count, uint32_t value, cudaStream_t stream);
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream);
+// Segment collectives (exchange.cuh): any codec, dtypes fp16/bf16/fp32; threads in {128, 256, 512}.
+cudaError_t launch_exchange(const ExchangeArgs& args, DType dtype, CodecId codec, int threads, cudaStream_t stream);
 
 }  // namespace qr

@@ -1,5 +1,6 @@
 #include "comm/communicator.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -31,6 +32,21 @@ uint32_t call_signature(size_t numel, DType dtype, CodecId codec, Algo algo) {
   for (uint64_t f : fields)
     for (int i = 0; i < 8; ++i) h = (h ^ uint32_t((f >> (8 * i)) & 0xff)) * 16777619u;
   return h;
+}
+
+// The same over an exchange call: kind, even segment size (0 for all-to-all, whose sizes are
+// checked per pair in the kernel), dtype, wire codec, CTA size.
+uint32_t exchange_signature(ExchangeKind kind, size_t even_count, DType dtype, CodecId codec, int threads) {
+  return call_signature(even_count, dtype, codec, Algo(0x100 + int(kind) * 0x1000 + threads));
+}
+
+// CTA size of an exchange whose segments have n values: the largest whose slices still give every
+// SM two (the two-shot's rule for tiles); all-to-all (sizes known only in the kernel): 256.
+int exchange_threads(ExchangeKind kind, size_t n) {
+  if (kind == ExchangeKind::kAllToAll) return 256;
+  for (int threads = kTwoShotMaxThreads; threads > kTwoShotMinThreads; threads /= 2)
+    if (n / (size_t(threads) * kLaneValues) >= 264) return threads;
+  return kTwoShotMinThreads;
 }
 
 }  // namespace
@@ -106,11 +122,24 @@ void Communicator::check() {
   if (r->code == uint32_t(ErrorCode::kOk)) return;
   broken_ = true;
   if (r->code == uint32_t(ErrorCode::kMismatch))
+  {
+    if (r->phase == kPhaseExchangeSizes)
+      throw CallMismatchError("rank " + std::to_string(r->peer) + " and rank " + std::to_string(r->rank) +
+                              " disagree on an all-to-all: rank " + std::to_string(r->rank) + " expects " +
+                              std::to_string(r->expected) + " values from rank " + std::to_string(r->peer) +
+                              ", which sends " + std::to_string(r->seen) +
+                              " (or they made different calls); output_split_sizes must match the peers' input_split_sizes");
     throw CallMismatchError("rank " + std::to_string(r->rank) + " and rank " + std::to_string(r->peer) +
-                            " made different all-reduce calls (size, dtype, codec or algorithm differ: signature " +
+                            " made different calls (collective, size, dtype, codec or algorithm differ: signature " +
                             std::to_string(r->expected) + " vs " + std::to_string(r->seen) +
                             "); every rank must make the same calls in the same order");
-  const char* phase = r->phase == 0 ? "one-shot packets" : r->phase == 1 ? "reduce-scatter" : "all-gather";
+  }
+  const char* phase = r->phase == 0                    ? "one-shot packets"
+                      : r->phase == 1                  ? "reduce-scatter"
+                      : r->phase == 2                  ? "all-gather"
+                      : r->phase == kPhaseExchangeData ? "exchange data"
+                      : r->phase == kPhaseExchangeSizes ? "all-to-all sizes"
+                                                        : "previous exchange call";
   throw PeerTimeoutError("rank " + std::to_string(r->rank) + " timed out waiting for rank " + std::to_string(r->peer) +
                          " (" + phase + ", call epoch " + std::to_string(r->expected) + ", flag seen " +
                          std::to_string(r->seen) + ", block " + std::to_string(r->block) +
@@ -156,6 +185,61 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
     args.groups = groups;
     QR_CUDA_CHECK(launch_two_shot(args, dtype, codec, s));
   }
+}
+
+void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DType dtype, CodecId codec,
+                            const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts,
+                            uintptr_t stream, bool pdl, int threads) {
+  require_usable();
+  check();
+  const int W = world_size_;
+  if (int(send_counts.size()) != W || int(recv_counts.size()) != W)
+    throw std::invalid_argument("send_counts and recv_counts need one entry per rank");
+  const size_t elem = size_t(dtype_bytes(dtype));
+  size_t in_values = 0, out_values = 0;
+  for (int r = 0; r < W; ++r) {
+    if (send_counts[r] > UINT32_MAX || recv_counts[r] > UINT32_MAX)
+      throw std::invalid_argument("a segment of more than 2^32 - 1 values");
+    in_values += kind == ExchangeKind::kAllGather ? (r == 0 ? send_counts[r] : 0) : send_counts[r];
+    out_values += kind == ExchangeKind::kReduceScatter ? (r == 0 ? recv_counts[r] : 0) : recv_counts[r];
+  }
+  if (std::max(in_values, out_values) * elem > max_bytes_)
+    throw std::invalid_argument("message of " + std::to_string(std::max(in_values, out_values) * elem) +
+                                " bytes exceeds max_size " + std::to_string(max_bytes_));
+  if (in % 16 || out % 16) throw std::invalid_argument("input and output must be 16-byte aligned");
+  ExchangeArgs args{};
+  args.in = reinterpret_cast<const void*>(in);
+  args.out = reinterpret_cast<void*>(out);
+  args.kind = int(kind);
+  args.rank = rank_;
+  args.world_size = W;
+  for (int r = 0; r < W; ++r) args.workspaces[r] = r == rank_ ? workspace_ : peer_maps_[r];
+  args.layout = layout_;
+  args.record = record_device_;
+  args.timeout_ns = timeout_ns_;
+  args.pdl = pdl ? 1 : 0;
+  args.sizes_cross = kind == ExchangeKind::kAllToAll;
+  args.even_count = uint32_t(send_counts[0]);
+  bool aligned = true;
+  size_t send_at = 0, recv_at = 0;
+  for (int r = 0; r < W; ++r) {
+    if (!args.sizes_cross && (send_counts[r] != send_counts[0] || recv_counts[r] != send_counts[0]))
+      throw std::invalid_argument("all-gather and reduce-scatter segments must all have the same size");
+    args.send_count[r] = uint32_t(send_counts[r]);
+    args.recv_count[r] = uint32_t(recv_counts[r]);
+    args.send_offset[r] = kind == ExchangeKind::kAllGather ? 0 : send_at;
+    args.recv_offset[r] = kind == ExchangeKind::kReduceScatter ? 0 : recv_at;
+    aligned = aligned && (args.send_offset[r] * elem) % 16 == 0 && (args.recv_offset[r] * elem) % 16 == 0;
+    send_at += send_counts[r];
+    recv_at += recv_counts[r];
+  }
+  args.aligned = aligned ? 1 : 0;
+  if (threads == 0) threads = exchange_threads(kind, send_counts[0]);
+  if (threads != 128 && threads != 256 && threads != 512) throw std::invalid_argument("exchange threads must be 128, 256 or 512");
+  if (codec == CodecId::kLossless) codec = CodecId::kPassthrough;  // the same bits, the same wire here
+  args.signature = exchange_signature(kind, args.sizes_cross ? 0 : send_counts[0], dtype, codec, threads);
+  DeviceGuard guard(device_);
+  QR_CUDA_CHECK(launch_exchange(args, dtype, codec, threads, reinterpret_cast<cudaStream_t>(stream)));
 }
 
 void Communicator::close() {

@@ -35,6 +35,15 @@ class Communicator {
   // in/out: device pointers, 16-byte aligned; out may equal in. threads = 0 picks the CTA size.
   void all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType dtype, CodecId codec, Algo algo,
                   uintptr_t stream, int threads = 0, int blocks = 0, bool pdl = false, int groups = 0);
+  // Reduce-scatter, all-gather or all-to-all (docs/codec-spec.md). Counts are values, one per rank:
+  //  - all-gather: send_counts[d] = k (my whole input to everyone), recv_counts[s] = k;
+  //  - all-to-all: send_counts[d] = my input split for d, recv_counts[s] = my output split from s
+  //    (both in rank order, segments contiguous); the peers' sizes are checked in the kernel;
+  //  - reduce-scatter: send_counts[d] = recv_counts[s] = k (block d of my input goes to d).
+  // dtype may be fp32. in/out: device pointers, 16-byte aligned, not overlapping.
+  void exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DType dtype, CodecId codec,
+                const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts, uintptr_t stream,
+                bool pdl = false, int threads = 0);
   // Throws PeerTimeoutError or CallMismatchError if a kernel recorded a timeout or a mismatch.
   void check();
   void close();

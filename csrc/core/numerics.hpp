@@ -17,7 +17,11 @@
 
 namespace qr {
 
-enum class DType : int { kFloat16 = 0, kBFloat16 = 1 };
+// Tensor dtypes. fp32 tensors keep their values in fp32 and their block scales in bf16 (fp32's
+// range in 16 bits); scale_dtype() says which 16-bit format a block scale is stored in.
+enum class DType : int { kFloat16 = 0, kBFloat16 = 1, kFloat32 = 2 };
+QR_HD constexpr DType scale_dtype(DType d) { return d == DType::kFloat32 ? DType::kBFloat16 : d; }
+QR_HD constexpr int dtype_bytes(DType d) { return d == DType::kFloat32 ? 4 : 2; }
 
 constexpr uint16_t kHalfNaN = 0x7fff;  // the canonical NaN both formats get from the hardware
 constexpr uint16_t kBf16NaN = 0x7fff;

@@ -9,6 +9,7 @@
 namespace qr::twin {
 
 // The block's scale (as decode reads it) and its inverse (as encode uses it); 1 and 1 unscaled.
+// D is the scale's 16-bit dtype (scale_dtype() of the tensor's).
 template <class Codec, DType D>
 void block_scale_and_inverse(const float v[kBlockValues], float& scale, float& inv) {
   scale = inv = 1.0f;
@@ -49,6 +50,33 @@ void owner_block(float v[kBlockValues]) {
 template <class Fn>
 void for_each_block(size_t n, Fn&& fn) {
   for (size_t base = 0; base < n; base += kBlockValues) fn(base, std::min<size_t>(kBlockValues, n - base));
+}
+
+// Element i of a tensor of dtype T (raw bits: uint16 for fp16/bf16, uint32 for fp32) as fp32, and
+// back with to_T's rounding (the identity for fp32).
+template <DType T>
+float load_value(const void* x, size_t i) {
+  if constexpr (T == DType::kFloat32) return bits_float(static_cast<const uint32_t*>(x)[i]);
+  else return to_float<T>(static_cast<const uint16_t*>(x)[i]);
+}
+template <DType T>
+void store_value(void* x, size_t i, float v) {
+  if constexpr (T == DType::kFloat32) static_cast<uint32_t*>(x)[i] = float_bits(v);
+  else static_cast<uint16_t*>(x)[i] = from_float<T>(v);
+}
+
+// DQ of a segment (docs/codec-spec.md, "Segments"): n values of x from element `at` through the
+// codec (Codec: the registry's; T: the tensor dtype), blockwise from the segment's start, into
+// out[0..n) as fp32.
+template <class Codec, DType T>
+void segment_round_trip(const void* x, size_t at, size_t n, float* out) {
+  using Wire = WireCodec<Codec, T>;
+  for_each_block(n, [&](size_t base, size_t count) {
+    float v[kBlockValues] = {};
+    for (size_t i = 0; i < count; ++i) v[i] = load_value<T>(x, at + base + i);
+    round_trip_block<Wire, scale_dtype(T)>(v);
+    for (size_t i = 0; i < count; ++i) out[base + i] = v[i];
+  });
 }
 
 }  // namespace qr::twin

@@ -25,4 +25,15 @@ void twin_all_reduce(const uint16_t* const* inputs, int world_size, uint16_t* ou
 // then send the slice raw). out must equal x bit for bit either way.
 void lossless_pack_round_trip(const uint16_t* x, uint16_t* out, uint8_t* fits, size_t n);
 
+// The segment collectives (docs/codec-spec.md): inputs/outputs are raw bits of dtype (uint16 for
+// fp16/bf16, uint32 for fp32), one pointer per rank. splits[r * W + d]: values rank r sends rank d.
+void twin_all_to_all(const void* const* inputs, int world_size, void* const* outputs, const size_t* splits,
+                     DType dtype, CodecId codec);
+void twin_all_gather(const void* const* inputs, int world_size, void* out, size_t k, DType dtype, CodecId codec);
+void twin_reduce_scatter(const void* const* inputs, int world_size, void* const* outputs, size_t k, DType dtype,
+                         CodecId codec);
+// The fp32 all-reduce: reduce-scatter then all-gather over chunks of fp32_all_reduce_chunk() values.
+size_t fp32_all_reduce_chunk(size_t n, int world_size);
+void twin_all_reduce_fp32(const uint32_t* const* inputs, int world_size, uint32_t* out, size_t n, CodecId codec);
+
 }  // namespace qr

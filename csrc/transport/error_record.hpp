@@ -7,6 +7,11 @@ namespace qr {
 
 enum class ErrorCode : uint32_t { kOk = 0, kTimeout = 1, kMismatch = 2 };
 
+// Phases of the segment collectives (the all-reduce's are 0-2, written as literals in its kernels).
+constexpr uint32_t kPhaseExchangeData = 3;   // waiting for a peer's segment slices
+constexpr uint32_t kPhaseExchangeSizes = 4;  // waiting for a peer's split sizes (uneven all-to-all)
+constexpr uint32_t kPhaseExchangeReady = 5;  // waiting for a peer to finish the previous exchange call
+
 struct ErrorRecord {
   uint32_t code;      // ErrorCode
   int32_t rank;       // rank that gave up waiting
@@ -14,7 +19,7 @@ struct ErrorRecord {
   uint32_t block;     // CTA index
   uint32_t expected;  // timeout: the epoch awaited; mismatch: this rank's call signature
   uint32_t seen;      // timeout: the epoch last read; mismatch: the peer's call signature
-  uint32_t phase;     // 0 one-shot packets, 1 reduce-scatter, 2 all-gather
+  uint32_t phase;     // 0 one-shot packets, 1 reduce-scatter, 2 all-gather (all-reduce); kPhaseExchange*
   uint32_t pad;
 };
 

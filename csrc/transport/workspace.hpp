@@ -12,6 +12,10 @@
 //               consecutive tiles from one source lie side by side: on 2 GPUs at 512 threads the
 //               two-shot sends two of int4/fp4/int6 in one copy)
 //   [ag_data]   [src][tile] encoded reduced slices broadcast by their owners
+//   [xc_flags]  [slice][src] u64 {epoch, call signature}: "src's group starting at this slice landed"
+//               (reduce-scatter, all-gather, all-to-all: collectives/exchange/exchange.cuh)
+//   [xc_sizes]  [CTA][src] SizeRow: the values src sends each rank (uneven all-to-all only)
+//   [xc_data]   [src][slice] encoded segments pushed to this rank, lower sources first
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -73,7 +77,25 @@ struct ControlBlock {
   // call's data, before this rank has read the signature of this call; it cannot start the call
   // after that before this rank has finished this one.
   uint64_t one_shot_signature[kOneShotBlocks][2][kMaxWorldSize];
+  // The segment collectives (exchange.cuh). A sender writes a peer's xc_* regions only after that
+  // peer's exchange_done_by[sender] (written by the peer) shows it finished the previous exchange
+  // call, so it no longer reads them: one region serves every call without double buffering.
+  uint32_t exchange_epoch;                   // advanced by the last CTA of each exchange call
+  uint32_t exchange_finished;                // CTAs finished in the current exchange call
+  uint32_t exchange_done_by[kMaxWorldSize];  // written by rank s: the last exchange epoch it finished
 };
+
+// Most CTAs an exchange launch may have (size rows are per CTA): more than fit at once on any GPU
+// we target at 128 threads.
+constexpr int kExchangeMaxBlocks = 2048;
+// One rank's send sizes for one call, as a peer's CTA receives them (uneven all-to-all).
+struct SizeRow {
+  uint32_t count[kMaxWorldSize];  // values the sender sends each rank
+  uint64_t flag;                  // {epoch, call signature}, released after the counts
+  uint64_t pad;
+};
+// Largest wire slice of any codec: fp32 passthrough, 512 threads x 8 values x 4 bytes.
+constexpr size_t kMaxWireSliceBytes = size_t(kTwoShotMaxThreads) * 8 * 4;
 
 // A flag word: the call's epoch (low half) and its signature (high half) in one 8-byte store.
 QR_HD constexpr uint64_t flag_word(uint32_t epoch, uint32_t signature) { return uint64_t(signature) << 32 | epoch; }
@@ -89,8 +111,10 @@ inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 struct WorkspaceLayout {
   size_t lamport_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * lamport_vectors * 16; }
-  size_t control, rs_flags, ag_flags, rs_forms, ag_forms, lamport, rs_data, ag_data, total;
+  size_t control, rs_flags, ag_flags, rs_forms, ag_forms, lamport, rs_data, ag_data;
+  size_t xc_flags, xc_sizes, xc_data, total;
   size_t max_tiles, lamport_vectors;  // lamport_vectors: per buffer and source
+  size_t max_exchange_slices;         // most slices one exchange segment can have
 
   static WorkspaceLayout make(int world_size, size_t max_bytes) {
     WorkspaceLayout w{};
@@ -111,6 +135,13 @@ struct WorkspaceLayout {
     size_t slack = size_t(world_size) * kTwoShotMaxThreads * 8 * 2;
     w.rs_data = take(max_bytes + slack);
     w.ag_data = take(max_bytes + slack);
+    // Exchange: a segment has at most max_bytes / 2 values (16-bit; fp32 halves it) in slices of
+    // at least kTwoShotMinThreads * 8; each of the W segments a rank receives may end in a partly
+    // filled slice.
+    w.max_exchange_slices = max_values / (size_t(kTwoShotMinThreads) * 8) + 1;
+    w.xc_flags = take(w.max_exchange_slices * world_size * 8);
+    w.xc_sizes = take(size_t(kExchangeMaxBlocks) * world_size * sizeof(SizeRow));
+    w.xc_data = take(max_bytes + size_t(world_size) * kMaxWireSliceBytes);
     w.total = off;
     return w;
   }

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from . import _C
 
-PASSTHROUGH_NAMES = ("fp16", "bf16", "none")
+PASSTHROUGH_NAMES = ("fp16", "bf16", "fp32", "none")
 
 
 def codec_names() -> list[str]:
@@ -17,7 +17,7 @@ def codec_info(name: str) -> dict:
 
 
 def canonical(name: str) -> str:
-    """Lower-case codec name; 'bf16'/'none' are the passthrough codec 'fp16'."""
+    """Lower-case codec name; 'bf16'/'fp32'/'none' are the passthrough codec 'fp16' (exact in the tensor's dtype)."""
     if not isinstance(name, str):
         raise TypeError(f"codec must be a string, got {type(name).__name__}")
     lowered = name.lower()

@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from . import _C, codecs, config
+from . import _C, codecs, collectives, config
 
 QuickReduceError = _C.QuickReduceError
 PeerTimeoutError = _C.PeerTimeoutError
@@ -31,7 +31,8 @@ def _where_it_packs(codec: str, dtype: torch.dtype, algo: str) -> str:
 
 
 class Communicator:
-    """All-reduce over the GPUs of one node through peer memory (CUDA IPC over NVLink).
+    """All-reduce, reduce-scatter, all-gather and all-to-all over the GPUs of one node through peer
+    memory (CUDA IPC over NVLink).
 
     Args:
         group: a ``torch.distributed`` process group (default: WORLD); its backend only carries the
@@ -42,12 +43,16 @@ class Communicator:
             (8 MiB on 2 GPUs, else 4 MiB) for the one-shot buffers (``quickreduce._C.workspace_bytes(world_size, max_size)`` gives it exactly).
         rank, world_size: instead of a group, build a communicator whose handles are exchanged by the
             caller (``ipc_handle()`` / ``set_handles()``), for Ray and other launchers.
+        codecs: per-collective default codecs, e.g. ``{"all_to_all": "fp8"}`` (keys: ``all_reduce``,
+            ``reduce_scatter``, ``all_gather``, ``all_to_all``); else ``QUICKREDUCE_QUANTIZATION_<COLLECTIVE>``,
+            else ``QUICKREDUCE_QUANTIZATION``.
 
     The device is ``torch.cuda.current_device()`` at construction.
     """
 
     def __init__(self, group=None, max_size: Optional[int] = None, *, rank: Optional[int] = None,
-                 world_size: Optional[int] = None, timeout_s: Optional[float] = None):
+                 world_size: Optional[int] = None, timeout_s: Optional[float] = None,
+                 codecs: Optional[dict] = None):
         if not torch.cuda.is_available():
             raise RuntimeError("quickreduce needs CUDA GPUs; torch.cuda.is_available() is False")
         self.group = None
@@ -70,6 +75,11 @@ class Communicator:
             raise ValueError(f"max_size must be positive, got {max_size}")
         self.max_size = (self.max_size + 15) // 16 * 16
         self.default_codec = config.default_codec()
+        self.codecs = {c: config.default_codec(c) for c in config.COLLECTIVES}
+        for name, codec in (codecs or {}).items():
+            if name not in config.COLLECTIVES:
+                raise ValueError(f"codecs has key {name!r}; keys are {config.COLLECTIVES}")
+            self.codecs[name] = codec
         self.pdl = config.pdl()  # programmatic dependent launch for our kernels
         self.two_shot_groups = 0  # pipeline depth knob for tuning (0 = built-in default)
         self._table = None
@@ -103,14 +113,19 @@ class Communicator:
         self.set_handles([e["handle"] for e in everyone])
         dist.barrier(group=self.group)
 
-    # ---- the collective ----
+    def codec_for(self, collective: str) -> str:
+        """The default codec of one collective (the constructor's ``codecs``, else the environment)."""
+        return self.codecs[collective]
+
+    # ---- the collectives ----
     def all_reduce(self, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec: Optional[str] = None,
                    algo: str = "auto") -> torch.Tensor:
         """Sum ``x`` over all ranks; returns ``out`` (a new tensor when not given; ``out=x`` is in place).
 
         Args:
-            x: contiguous CUDA tensor, ``torch.float16`` or ``torch.bfloat16``, on this communicator's
-                device, 16-byte aligned, at most ``max_size`` bytes; any shape.
+            x: contiguous CUDA tensor, ``torch.float16``, ``torch.bfloat16`` or ``torch.float32`` (run as
+                reduce-scatter + all-gather, docs/codec-spec.md), on this communicator's device, 16-byte
+                aligned, at most ``max_size`` bytes; any shape.
             out: optional tensor of the same shape/dtype/device (may be ``x``).
             codec: ``"fp16"``/``"bf16"`` (lossless), ``"lossless"`` (the same bits, bf16 packed to ~13 bits
                 a value), ``"fp8"``, ``"int8"``, ``"int6"``, ``"int4"``, ``"fp4"``,
@@ -122,11 +137,11 @@ class Communicator:
 
         Every rank must make the same call. Runs on the current CUDA stream; capturable in CUDA graphs.
         """
-        self._check_tensor(x, "x")
+        self._check_tensor(x, "x", collectives.DTYPE_IDS)
         if out is None:
             out = torch.empty_like(x)
         elif out is not x:
-            self._check_tensor(out, "out")
+            self._check_tensor(out, "out", collectives.DTYPE_IDS)
             if out.shape != x.shape or out.dtype != x.dtype:
                 raise ValueError(f"out has shape {tuple(out.shape)} and dtype {out.dtype}; expected "
                                  f"{tuple(x.shape)} and {x.dtype}")
@@ -136,13 +151,52 @@ class Communicator:
                              f"bytes (set max_size= or QUICKREDUCE_MAX_SIZE_MB)")
         if x.numel() == 0:
             return out
-        algo, codec_name = self._plan(nbytes, x.dtype, codec if codec is not None else self.default_codec, algo)
+        codec = codec if codec is not None else self.codec_for("all_reduce")
+        if x.dtype == torch.float32:
+            if algo not in ("auto", "two_shot", "nccl"):
+                raise ValueError(f"float32 all-reduces run as reduce-scatter + all-gather (algo 'auto'); got algo={algo!r}")
+            if algo == "nccl":
+                return self._nccl(x, out)
+            return collectives.all_reduce_fp32(self, x, out, collectives.resolve_codec(self, "all_reduce", codec))
+        algo, codec_name = self._plan(nbytes, x.dtype, codec, algo)
         if algo == "nccl":
             return self._nccl(x, out)
         self._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), _DTYPE_IDS[x.dtype], codecs.codec_id(codec_name),
                            _ALGO_IDS[algo], torch.cuda.current_stream(self.device).cuda_stream, pdl=self.pdl,
                            groups=self.two_shot_groups)
         return out
+
+    def reduce_scatter(self, x: torch.Tensor, out: Optional[torch.Tensor] = None,
+                       codec: Optional[str] = None) -> torch.Tensor:
+        """Sum ``x`` over all ranks and keep block ``rank`` of the sum: x ``[W*k, ...]`` -> ``[k, ...]``.
+
+        Equivalent torch call: ``torch.distributed.reduce_scatter_tensor(out, x)``. dtypes float16,
+        bfloat16, float32; codec as in ``all_reduce`` (one quantization of every other rank's values;
+        this rank's own are added exactly). ``x.numel()`` must divide by the world size.
+        """
+        return collectives.reduce_scatter(self, x, out, codec)
+
+    def all_gather(self, x: torch.Tensor, out: Optional[torch.Tensor] = None,
+                   codec: Optional[str] = None) -> torch.Tensor:
+        """Concatenate every rank's ``x`` along dim 0: ``[k, ...]`` -> ``[W*k, ...]``.
+
+        Equivalent torch call: ``torch.distributed.all_gather_into_tensor(out, x)``. With a lossy codec
+        every block is what its sender's one payload decodes to, on every rank (the sender's own
+        included): all ranks hold identical bits.
+        """
+        return collectives.all_gather(self, x, out, codec)
+
+    def all_to_all(self, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec: Optional[str] = None,
+                   output_split_sizes: Optional[Sequence[int]] = None,
+                   input_split_sizes: Optional[Sequence[int]] = None) -> torch.Tensor:
+        """Send rows ``input_split_sizes[d]`` of ``x`` (dim 0, in rank order) to rank d; receive
+        ``output_split_sizes[s]`` rows from each rank s into ``out`` in rank order. None: even splits.
+
+        Equivalent torch call: ``torch.distributed.all_to_all_single(out, x, output_split_sizes,
+        input_split_sizes)``. The sizes cross the link with the data: a rank whose
+        ``output_split_sizes[s]`` differs from what rank s sends gets ``CallMismatchError``.
+        """
+        return collectives.all_to_all(self, x, out, codec, output_split_sizes, input_split_sizes)
 
     def _plan(self, nbytes: int, dtype: torch.dtype, codec: str, algo: str) -> tuple[str, str]:
         if algo not in ALGOS:
@@ -189,13 +243,13 @@ class Communicator:
         dist.all_reduce(out, group=self.group)
         return out
 
-    def _check_tensor(self, t, what: str) -> None:
+    def _check_tensor(self, t, what: str, dtypes=_DTYPE_IDS) -> None:
         if self._c is None:
             raise QuickReduceError("communicator is closed")
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{what} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dtype not in _DTYPE_IDS:
-            raise TypeError(f"{what} has dtype {t.dtype}; quickreduce reduces torch.float16 and torch.bfloat16")
+        if t.dtype not in dtypes:
+            raise TypeError(f"{what} has dtype {t.dtype}; quickreduce takes {', '.join(map(str, dtypes))}")
         if not t.is_cuda:
             raise ValueError(f"{what} is on {t.device}; it must be a CUDA tensor on cuda:{self.device}")
         if t.device.index != self.device:

@@ -4,6 +4,7 @@
 |----------------------------|---------|-----------------------------------------------------------|
 | QUICKREDUCE_MAX_SIZE_MB    | 128     | largest message (MiB) a Communicator accepts by default    |
 | QUICKREDUCE_QUANTIZATION   | FP      | default codec: FP, FP8, INT8, INT6, INT4, FP4, LOSSLESS (or a codec name, or AUTO) |
+| QUICKREDUCE_QUANTIZATION_<COLLECTIVE> | (unset) | the same for one collective only: ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL |
 | QUICKREDUCE_TIMEOUT_S      | 10      | how long a kernel waits for a peer before giving up        |
 | QUICKREDUCE_TUNE_FILE      | (unset) | tuning table to use instead of the cached/built-in one     |
 | QUICKREDUCE_PDL            | 1       | 1: launch with programmatic dependent launch (overlaps the previous kernel's tail) |
@@ -17,7 +18,7 @@ DEFAULT_MAX_SIZE_MB = 128
 DEFAULT_TIMEOUT_S = 10.0
 
 # vLLM's QUICK_REDUCE_QUANTIZATION spellings -> our codec names.
-_QUANTIZATION_NAMES = {"FP": "fp16", "NONE": "fp16", "FP16": "fp16", "BF16": "bf16", "FP8": "fp8",
+_QUANTIZATION_NAMES = {"FP": "fp16", "NONE": "fp16", "FP16": "fp16", "BF16": "bf16", "FP32": "fp32", "FP8": "fp8",
                        "INT8": "int8", "INT6": "int6", "INT4": "int4", "FP4": "fp4", "LOSSLESS": "lossless", "AUTO": "auto"}
 
 
@@ -43,14 +44,29 @@ def timeout_s() -> float:
     return _env_float("QUICKREDUCE_TIMEOUT_S", DEFAULT_TIMEOUT_S)
 
 
-def default_codec() -> str:
-    raw = os.environ.get("QUICKREDUCE_QUANTIZATION", "FP").strip()
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+
+
+def default_codec(collective: str | None = None) -> str:
+    """The default codec, per collective when QUICKREDUCE_QUANTIZATION_<COLLECTIVE> is set (e.g.
+    QUICKREDUCE_QUANTIZATION_ALL_TO_ALL=FP8 turns low precision on for all-to-all only)."""
+    if collective is not None:
+        if collective not in COLLECTIVES:
+            raise ValueError(f"unknown collective {collective!r}; one of {COLLECTIVES}")
+        name = "QUICKREDUCE_QUANTIZATION_" + collective.upper()
+        if os.environ.get(name, "").strip():
+            return _codec_from_env(name, os.environ[name])
+    return _codec_from_env("QUICKREDUCE_QUANTIZATION", os.environ.get("QUICKREDUCE_QUANTIZATION", "FP"))
+
+
+def _codec_from_env(name: str, raw: str) -> str:
+    raw = raw.strip()
     upper = raw.upper()
     if upper in _QUANTIZATION_NAMES:
         return _QUANTIZATION_NAMES[upper]
     if raw.lower().startswith("auto:"):
         return raw.lower()
-    raise ValueError(f"QUICKREDUCE_QUANTIZATION={raw!r}: expected one of {sorted(_QUANTIZATION_NAMES)} or auto:<codec>")
+    raise ValueError(f"{name}={raw!r}: expected one of {sorted(_QUANTIZATION_NAMES)} or auto:<codec>")
 
 
 def _env_bool(name: str, default: bool) -> bool:

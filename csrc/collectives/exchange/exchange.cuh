@@ -1,0 +1,325 @@
+// The segment exchange: all-gather, all-to-all (even or uneven) and reduce-scatter as one kernel.
+//
+// Every rank r holds a segment for every rank d (all-gather: the same one, its whole input; all-to-all:
+// input_split d; reduce-scatter: block d of its input). A segment is cut in slices of S = blockDim * 8
+// values (one lane of 8 per thread); each codec block of 32 starts at the segment's start
+// (docs/codec-spec.md, "Segments"). One NVLink crossing per value:
+//   push:    encode each slice straight from the user's tensor into shared memory and let the SM's
+//            bulk-copy unit write it into rank d's xc_data (all-gather: one encode, W-1 copies);
+//            the sender's own segment (all-gather, all-to-all) is encoded and decoded locally, so
+//            its output holds exactly what every receiver decodes from that payload.
+//   announce: a release store of {epoch, signature} into d's xc_flags[group's first slice][me].
+//   receive: wait for each source's flag (bounded), decode into the output (reduce-scatter: sum
+//            the sources in rank order in fp32, this rank's own values exact, round once).
+// Slices: CTA c handles the same slice range of every segment on every rank (contiguous ranges of
+// M = the most slices any segment has), cut into groups; step g pushes group g, receives g-1 and
+// then announces g, so one group's copies fly while the previous group is decoded.
+// Buffers: xc_data is written by peers at [src][slice], lower sources first; a sender writes rank
+// d's regions only after d's exchange_done_by[sender] holds the previous exchange epoch, which d's
+// last CTA writes when it has read everything of that call (ControlBlock): single-buffered, safe.
+// All-to-all (even or not): the sizes cross the link before the data (a SizeRow per CTA and source);
+// a receiver whose expected count disagrees with what the sender says reports a mismatch.
+// Epochs: one per call, advanced by the last CTA to finish; flags of older calls hold older epochs.
+#pragma once
+
+#include "codecs/codec_list.hpp"
+#include "collectives/args.hpp"
+#include "transport/bulk_copy.cuh"
+#include "transport/lane_io.cuh"
+#include "transport/lanes.cuh"
+#include "transport/primitives.cuh"
+
+namespace qr {
+
+// A lane of 8 values of a tensor of dtype T starting at element `at` (valid: how many lie inside
+// the segment), as fp32; `vec`: the lane is 16-byte aligned, so a full lane loads as vectors.
+template <DType T>
+__device__ __forceinline__ void load_values(const void* base, size_t at, ptrdiff_t valid, bool vec,
+                                            float v[kLaneValues]) {
+  if constexpr (T == DType::kFloat32) {
+    const float* p = static_cast<const float*>(base) + at;
+    if (vec && valid >= kLaneValues) {
+      const float4 lo = reinterpret_cast<const float4*>(p)[0], hi = reinterpret_cast<const float4*>(p)[1];
+      v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+    } else {
+#pragma unroll
+      for (int i = 0; i < kLaneValues; ++i) v[i] = i < valid ? p[i] : 0.0f;
+    }
+  } else {
+    const uint16_t* p = static_cast<const uint16_t*>(base) + at;
+    if (vec) {
+      load_lane<T>(p, valid, v);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kLaneValues; ++i) v[i] = i < valid ? to_float<T>(p[i]) : 0.0f;
+    }
+  }
+}
+
+// Stores the lane's values that lie inside the segment, rounded to T (to_T; exact for fp32).
+template <DType T>
+__device__ __forceinline__ void store_values(void* base, size_t at, ptrdiff_t valid, bool vec,
+                                             const float v[kLaneValues]) {
+  if constexpr (T == DType::kFloat32) {
+    float* p = static_cast<float*>(base) + at;
+    if (vec && valid >= kLaneValues) {
+      reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+      reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kLaneValues; ++i)
+        if (i < valid) p[i] = v[i];
+    }
+  } else {
+    uint16_t* p = static_cast<uint16_t*>(base) + at;
+    if (vec) {
+      store_lane<T>(p, valid, v);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kLaneValues; ++i)
+        if (i < valid) p[i] = from_float<T>(v[i]);
+    }
+  }
+}
+
+// Stage slots of the widest slice this wire codec sends at 512 threads (fp32 passthrough: 16 KB,
+// two slots; every other codec fits four in 32 KB).
+template <class Wire>
+constexpr size_t kExchangeStageBytes = SliceLayout<Wire>::make(size_t(kTwoShotMaxThreads) * kLaneValues).total;
+template <class Wire>
+constexpr int kExchangeStageSlots = kExchangeStageBytes<Wire> > 8192 ? 2 : 4;
+
+template <class Codec, DType T>
+__global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(ExchangeArgs a) {
+  using Wire = WireCodec<Codec, T>;
+  using IO = LaneIO<Wire, scale_dtype(T)>;
+  using Packed = typename Wire::Packed;
+  constexpr size_t kStage = kExchangeStageBytes<Wire>;
+  constexpr int kSlots = kExchangeStageSlots<Wire>;
+  __shared__ alignas(128) uint8_t s_stage[kSlots * kStage];
+  __shared__ uint32_t s_count[kMaxWorldSize][kMaxWorldSize];  // [src][dst]: values in that segment
+  __shared__ size_t s_base_out[kMaxWorldSize];  // where my slots start in rank d's xc_data
+  __shared__ size_t s_base_in[kMaxWorldSize];   // where source s's slots start in mine
+  __shared__ uint32_t s_epoch, s_prev;
+  __shared__ int s_failed;
+
+  grid_dependency_wait();
+  grid_dependents_launch();
+  const int W = a.world_size, me = a.rank, lane = threadIdx.x;
+  const auto kind = ExchangeKind(a.kind);
+  auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[me] + a.layout.control);
+  auto peer_ctrl = [&](int d) { return reinterpret_cast<ControlBlock*>(a.workspaces[d] + a.layout.control); };
+  if (lane == 0) {
+    s_failed = *reinterpret_cast<volatile uint32_t*>(&ctrl->abort) != 0;
+    const uint32_t prev = ctrl->exchange_epoch;
+    s_prev = prev;
+    s_epoch = prev >= kEpochPeriod ? 1u : prev + 1u;
+  }
+  for (int i = lane; i < W * W; i += blockDim.x) {
+    const int s = i / W, d = i % W;
+    s_count[s][d] = a.sizes_cross ? (s == me ? a.send_count[d] : 0u) : a.even_count;
+  }
+  __syncthreads();
+  if (s_failed) return;
+  const uint32_t epoch = s_epoch, prev = s_prev;
+  WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
+  const int peer = rank_after(me, 1 + lane, W);  // threads 0..W-2: one peer each
+
+  // 1. Every peer has finished the previous exchange call, so it no longer reads what we overwrite.
+  if (lane < W - 1) {
+    uint32_t seen;
+    if (!spin_until(w, [&] { return ld_acquire_sys(&ctrl->exchange_done_by[peer]); },
+                    [&](uint32_t v) { return v == prev; }, seen, peer, prev, kPhaseExchangeReady))
+      s_failed = 1;
+  }
+  __syncthreads();
+  if (s_failed) return;
+
+  // 2. All-to-all: send my sizes to this CTA on every peer, read theirs, check the pairs.
+  if (a.sizes_cross && lane < W - 1) {
+    auto* rows = reinterpret_cast<SizeRow*>(a.workspaces[peer] + a.layout.xc_sizes);
+    SizeRow* out_row = rows + size_t(blockIdx.x) * W + me;
+    for (int d = 0; d < W; ++d) out_row->count[d] = a.send_count[d];
+    st_release_sys(&out_row->flag, flag_word(epoch, a.signature));
+    SizeRow* in_row = reinterpret_cast<SizeRow*>(a.workspaces[me] + a.layout.xc_sizes) + size_t(blockIdx.x) * W + peer;
+    uint64_t seen;
+    if (!spin_until(w, [&] { return ld_acquire_sys(&in_row->flag); }, [&](uint64_t f) { return uint32_t(f) == epoch; },
+                    seen, peer, epoch, kPhaseExchangeSizes)) {
+      s_failed = 1;
+    } else if (uint32_t(seen >> 32) != a.signature) {
+      report_error(w, ErrorCode::kMismatch, peer, a.signature, uint32_t(seen >> 32), kPhaseExchangeSizes);
+      s_failed = 1;
+    } else {
+      for (int d = 0; d < W; ++d) s_count[peer][d] = ld_cg_u32(&in_row->count[d]);
+      if (s_count[peer][me] != a.recv_count[peer]) {  // it sends what I do not expect
+        report_error(w, ErrorCode::kMismatch, peer, a.recv_count[peer], s_count[peer][me], kPhaseExchangeSizes);
+        s_failed = 1;
+      }
+    }
+  }
+  __syncthreads();
+  if (s_failed) return;
+
+  // 3. The plan, the same on every rank: slices per segment, this CTA's range, slot offsets.
+  const size_t S = size_t(blockDim.x) * kLaneValues;
+  const auto sl = SliceLayout<Wire>::make(S);
+  auto slices = [&](int s, int d) { return (size_t(s_count[s][d]) + S - 1) / S; };
+  if (lane < W) {
+    size_t out = 0, in = 0;
+    for (int s = 0; s < me; ++s) out += slices(s, lane);
+    for (int s = 0; s < lane; ++s) in += slices(s, me);
+    s_base_out[lane] = out * sl.total;
+    s_base_in[lane] = in * sl.total;
+  }
+  size_t M = 0;
+  for (int s = 0; s < W; ++s)
+    for (int d = 0; d < W; ++d) M = max(M, slices(s, d));
+  const size_t q = M / gridDim.x, r = M % gridDim.x;
+  const size_t my_slices = q + (blockIdx.x < r ? 1 : 0);
+  const size_t lo = blockIdx.x * q + min(size_t(blockIdx.x), r);
+  const size_t push_bytes = my_slices * size_t(W - 1) * sl.total;
+  const size_t n_groups = two_shot_auto_groups(push_bytes, !Wire::kScaled);
+  const size_t per_group = my_slices ? (my_slices + n_groups - 1) / n_groups : 1;
+  const size_t groups = (my_slices + per_group - 1) / per_group;
+  auto first_of = [&](size_t g) { return lo + g * per_group; };
+  auto end_of = [&](size_t g) { return min(lo + my_slices, first_of(g) + per_group); };
+  __syncthreads();
+
+  const bool vec = a.aligned;
+  const size_t lane_at = size_t(lane) * kLaneValues;
+  // Values of my lane of slice i that lie inside a segment of n values.
+  auto valid_in = [&](size_t i, uint32_t n) { return ptrdiff_t(n) - ptrdiff_t(i * S + lane_at); };
+  uint8_t* local = a.workspaces[me];
+
+  uint32_t staged = 0;
+  // Stages my lane of a slice and lets thread 0 copy it to n_dests destinations (dest(j)).
+  auto send_slice = [&](const Packed& p, uint16_t scale, int n_dests, auto dest) {
+    uint8_t* stage = s_stage + (staged % kSlots) * kStage;
+    IO::store(stage, sl, lane, p, scale);
+    fence_proxy_async_shared();
+    if (lane == 0) bulk_wait_read<kSlots - 2>();  // frees the slot the next slice uses
+    __syncthreads();
+    if (lane == 0) {
+      for (int j = 0; j < n_dests; ++j) bulk_store(dest(j), stage, uint32_t(sl.total));
+      bulk_commit();
+    }
+    ++staged;
+  };
+  auto slot_at = [&](int d, size_t i) { return a.workspaces[d] + a.layout.xc_data + s_base_out[d] + i * sl.total; };
+
+  auto push = [&](size_t g) {
+    for (size_t i = first_of(g); i < end_of(g); ++i) {
+      if (kind == ExchangeKind::kAllGather) {
+        if (i >= slices(me, me)) continue;  // (uniform: every segment has the same size)
+        const uint32_t n = a.send_count[me];
+        float v[kLaneValues];
+        Packed p;
+        load_values<T>(a.in, a.send_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
+        const uint16_t scale = IO::encode_keep(v, p);  // v: what every receiver decodes
+        store_values<T>(a.out, a.recv_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
+        send_slice(p, scale, W - 1, [&](int j) { return slot_at(rank_after(me, 1 + j, W), i); });
+        continue;
+      }
+      for (int j = 1; j < W; ++j) {
+        const int d = rank_after(me, j, W);
+        if (i >= slices(me, d)) continue;
+        float v[kLaneValues];
+        Packed p;
+        load_values<T>(a.in, a.send_offset[d] + i * S + lane_at, valid_in(i, a.send_count[d]), vec, v);
+        const uint16_t scale = IO::encode(v, p);
+        send_slice(p, scale, 1, [&](int) { return slot_at(d, i); });
+      }
+      if (kind == ExchangeKind::kAllToAll && i < slices(me, me)) {  // my own segment: decoded payload
+        const uint32_t n = a.send_count[me];
+        float v[kLaneValues];
+        Packed p;
+        load_values<T>(a.in, a.send_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
+        IO::encode_keep(v, p);
+        store_values<T>(a.out, a.recv_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
+      }
+    }
+  };
+  auto announce = [&](size_t g) {
+    if (lane != 0) return;
+    bulk_wait_all();
+    fence_proxy_async_global();
+    const size_t first = first_of(g);
+    for (int j = 1; j < W; ++j) {
+      const int d = rank_after(me, j, W);
+      if (first < slices(me, d))
+        st_release_sys(reinterpret_cast<uint64_t*>(a.workspaces[d] + a.layout.xc_flags) + first * W + me,
+                       flag_word(epoch, a.signature));
+    }
+  };
+  auto receive = [&](size_t g) {
+    const size_t first = first_of(g);
+    if (lane < W - 1 && first < slices(peer, me)) {
+      const uint64_t* flag = reinterpret_cast<const uint64_t*>(local + a.layout.xc_flags) + first * W + peer;
+      uint64_t seen;
+      if (!spin_until(w, [&] { return ld_acquire_sys(flag); }, [&](uint64_t f) { return uint32_t(f) == epoch; }, seen,
+                      peer, epoch, kPhaseExchangeData)) {
+        s_failed = 1;
+      } else if (uint32_t(seen >> 32) != a.signature) {
+        report_error(w, ErrorCode::kMismatch, peer, a.signature, uint32_t(seen >> 32), kPhaseExchangeData);
+        s_failed = 1;
+      }
+    }
+    __syncthreads();
+    if (s_failed) return false;
+    auto decode_from = [&](int s, size_t i, float v[kLaneValues]) {
+      Packed p;
+      const uint16_t scale = IO::load(local + a.layout.xc_data + s_base_in[s] + i * sl.total, sl, lane, p, nullptr);
+      IO::decode(p, scale, v);
+    };
+    for (size_t i = first; i < end_of(g); ++i) {
+      if (kind == ExchangeKind::kReduceScatter) {
+        if (i >= slices(me, me)) continue;
+        const uint32_t n = a.recv_count[me];
+        float acc[kLaneValues];
+        for (int s = 0; s < W; ++s) {
+          float v[kLaneValues];
+          if (s == me) {  // my own values never cross the link: added exactly
+            load_values<T>(a.in, a.send_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
+          } else {
+            decode_from(s, i, v);
+          }
+#pragma unroll
+          for (int k = 0; k < kLaneValues; ++k) acc[k] = s == 0 ? v[k] : acc[k] + v[k];
+        }
+        store_values<T>(a.out, i * S + lane_at, valid_in(i, n), vec, acc);
+        continue;
+      }
+      for (int j = 1; j < W; ++j) {
+        const int s = rank_after(me, j, W);
+        if (i >= slices(s, me)) continue;
+        float v[kLaneValues];
+        decode_from(s, i, v);
+        store_values<T>(a.out, a.recv_offset[s] + i * S + lane_at, valid_in(i, s_count[s][me]), vec, v);
+      }
+    }
+    return true;
+  };
+
+  bool ok = true;
+  for (size_t step = 0; ok && step <= groups; ++step) {
+    if (step < groups) push(step);
+    if (step >= 1) ok = receive(step - 1);
+    if (step < groups) announce(step);  // after the receive: the copies flew while it decoded
+  }
+  if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
+  if (!ok) return;
+
+  // The last CTA advances the epoch and tells every peer this rank read everything of the call.
+  __syncthreads();
+  if (lane == 0) {
+    __threadfence();
+    if (atomicAdd(&ctrl->exchange_finished, 1u) == gridDim.x - 1) {
+      ctrl->exchange_finished = 0;
+      ctrl->exchange_epoch = epoch;
+      __threadfence_system();
+      for (int j = 1; j < W; ++j) st_release_sys(&peer_ctrl(rank_after(me, j, W))->exchange_done_by[me], epoch);
+    }
+  }
+}
+
+}  // namespace qr

@@ -1,0 +1,145 @@
+"""Reduce-scatter, all-gather, all-to-all and the fp32 all-reduce on a Communicator.
+
+Shaped like torch.distributed's ``reduce_scatter_tensor``, ``all_gather_into_tensor`` and
+``all_to_all_single`` (blocks along dim 0), but out of place by default. Their arithmetic is
+docs/codec-spec.md ("Segments" and after): one quantization a value; all-gather gives identical
+bits on every rank. The kernels are one segment exchange (csrc/collectives/exchange/).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import torch
+
+from . import _C, codecs
+
+_KINDS = {"all_gather": _C.EXCHANGE_ALL_GATHER, "all_to_all": _C.EXCHANGE_ALL_TO_ALL,
+          "reduce_scatter": _C.EXCHANGE_REDUCE_SCATTER}
+DTYPE_IDS = {torch.float16: _C.DTYPE_FLOAT16, torch.bfloat16: _C.DTYPE_BFLOAT16, torch.float32: _C.DTYPE_FLOAT32}
+
+
+def resolve_codec(comm, collective: str, codec: Optional[str]) -> str:
+    """The codec name a segment collective runs: the call's, else the communicator's per-collective
+    default. ``auto`` is the exact passthrough and ``auto:<codec>`` that codec, until `quickreduce
+    tune` measures these collectives on 2+ GPUs (the all-reduce's table has no entries for them)."""
+    name = codec if codec is not None else comm.codec_for(collective)
+    if not isinstance(name, str):
+        raise TypeError(f"codec must be a string, got {type(name).__name__}")
+    lowered = name.lower()
+    if lowered == "auto":
+        return "fp16"
+    if lowered.startswith("auto:"):
+        return codecs.canonical(lowered.split(":", 1)[1])
+    return codecs.canonical(lowered)
+
+
+def _rows(t: torch.Tensor) -> int:
+    return t.shape[0] if t.dim() else 1
+
+
+def _row_values(t: torch.Tensor) -> int:
+    return math.prod(t.shape[1:]) if t.dim() else 1
+
+
+def _out(comm, x: torch.Tensor, out: Optional[torch.Tensor], shape: tuple, what: str) -> torch.Tensor:
+    if out is None:
+        return torch.empty(shape, dtype=x.dtype, device=x.device)
+    comm._check_tensor(out, "out", DTYPE_IDS)
+    if out.dtype != x.dtype:
+        raise TypeError(f"out has dtype {out.dtype}; the input has {x.dtype}")
+    if out.numel() != math.prod(shape):
+        raise ValueError(f"out has shape {tuple(out.shape)} ({out.numel()} values); {what} needs {math.prod(shape)} "
+                         f"values, e.g. shape {shape}")
+    if out.numel() and x.numel() and _overlaps(out, x):
+        raise ValueError("out overlaps the input; the collectives read the input while writing the output")
+    return out
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+def _run(comm, kind: str, x: torch.Tensor, out: torch.Tensor, codec: str, send: Sequence[int],
+         recv: Sequence[int]) -> None:
+    comm._c.exchange(_KINDS[kind], x.data_ptr(), out.data_ptr(), DTYPE_IDS[x.dtype], codecs.codec_id(codec),
+                     list(send), list(recv), torch.cuda.current_stream(comm.device).cuda_stream, pdl=comm.pdl)
+
+
+def reduce_scatter(comm, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec: Optional[str] = None) -> torch.Tensor:
+    W = comm.world_size
+    comm._check_tensor(x, "x", DTYPE_IDS)
+    if x.numel() % W:
+        raise ValueError(f"reduce_scatter needs an input whose size divides by the world size {W}; x has {x.numel()} values")
+    shape = (_rows(x) // W, *x.shape[1:]) if x.dim() and _rows(x) % W == 0 else (x.numel() // W,)
+    out = _out(comm, x, out, shape, "reduce_scatter")
+    k = x.numel() // W
+    if k:
+        _run(comm, "reduce_scatter", x, out, resolve_codec(comm, "reduce_scatter", codec), [k] * W, [k] * W)
+    return out
+
+
+def all_gather(comm, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec: Optional[str] = None) -> torch.Tensor:
+    W = comm.world_size
+    comm._check_tensor(x, "x", DTYPE_IDS)
+    shape = (W * _rows(x), *x.shape[1:]) if x.dim() else (W,)
+    out = _out(comm, x, out, shape, "all_gather")
+    k = x.numel()
+    if k:
+        _run(comm, "all_gather", x, out, resolve_codec(comm, "all_gather", codec), [k] * W, [k] * W)
+    return out
+
+
+def _splits(name: str, splits: Optional[Sequence[int]], rows: int, W: int) -> list[int]:
+    if splits is None:
+        if rows % W:
+            raise ValueError(f"all_to_all without {name} needs dim 0 ({rows}) divisible by the world size {W}")
+        return [rows // W] * W
+    splits = [int(s) for s in splits]
+    if len(splits) != W or any(s < 0 for s in splits):
+        raise ValueError(f"{name} must hold {W} non-negative sizes (one per rank), got {splits}")
+    return splits
+
+
+def all_to_all(comm, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec: Optional[str] = None,
+               output_split_sizes: Optional[Sequence[int]] = None,
+               input_split_sizes: Optional[Sequence[int]] = None) -> torch.Tensor:
+    W = comm.world_size
+    comm._check_tensor(x, "x", DTYPE_IDS)
+    if x.dim() == 0:
+        raise ValueError("all_to_all needs a tensor with at least one dimension (split along dim 0)")
+    row = _row_values(x)
+    send = _splits("input_split_sizes", input_split_sizes, _rows(x), W)
+    if sum(send) != _rows(x):
+        raise ValueError(f"input_split_sizes {send} add up to {sum(send)} rows; x has {_rows(x)}")
+    if output_split_sizes is None and out is not None and out.dim():
+        recv = _splits("output_split_sizes", None, out.shape[0], W)
+    else:
+        recv = _splits("output_split_sizes", output_split_sizes, _rows(x), W)
+    out = _out(comm, x, out, (sum(recv), *x.shape[1:]), "all_to_all")
+    if out.dim() and out.shape[0] != sum(recv) and out.numel() != sum(recv) * row:
+        raise ValueError(f"out has {out.shape[0]} rows; output_split_sizes {recv} add up to {sum(recv)}")
+    send_values, recv_values = [s * row for s in send], [r * row for r in recv]
+    _run(comm, "all_to_all", x, out, resolve_codec(comm, "all_to_all", codec), send_values, recv_values)
+    return out
+
+
+def all_reduce_fp32(comm, x: torch.Tensor, out: torch.Tensor, codec: str) -> torch.Tensor:
+    """fp32 all-reduce: reduce-scatter then all-gather of W chunks of K = 32 * ceil(N / 32W) values
+    (docs/codec-spec.md, "All-reduce of fp32 tensors"); a tail that does not fill W chunks is padded
+    with zeros in a scratch buffer (the zeros change no block's absmax and are never written out)."""
+    W, n = comm.world_size, x.numel()
+    K = _C.fp32_all_reduce_chunk(n, W)
+    flat = x.reshape(-1)
+    if W * K != n:
+        padded = torch.zeros(W * K, dtype=x.dtype, device=x.device)
+        padded[:n].copy_(flat)
+        flat = padded
+    chunk = torch.empty(K, dtype=x.dtype, device=x.device)
+    _run(comm, "reduce_scatter", flat, chunk, codec, [K] * W, [K] * W)
+    gathered = out.reshape(-1) if W * K == n else torch.empty(W * K, dtype=x.dtype, device=x.device)
+    _run(comm, "all_gather", chunk, gathered, codec, [K] * W, [K] * W)
+    if W * K != n:
+        out.reshape(-1).copy_(gathered[:n])
+    return out

@@ -1,0 +1,348 @@
+"""GPU scenarios of reduce-scatter, all-gather, all-to-all and the fp32 all-reduce (see harness.py).
+
+Every rank builds every rank's inputs from the same seeds, so each computes the CPU twin's result
+locally; the GPU output must equal it bit for bit (docs/codec-spec.md), and the exact codecs must
+equal the fp32 rank-order reference computed here on the GPU.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import quickreduce as qr
+from quickreduce import _C
+
+from scenarios import same_everywhere, same_on_all_ranks  # noqa: E402  (tests/gpu is on sys.path)
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+BITS = {torch.float16: (torch.int16, np.uint16), torch.bfloat16: (torch.int16, np.uint16),
+        torch.float32: (torch.int32, np.uint32)}
+CODECS = ["fp16", "lossless", "fp8", "int8", "int6", "int4", "fp4"]
+COUNTS = [1, 7, 33, 1000, 4097, 65_537, 300_001]  # values per segment
+
+
+def raw(t: torch.Tensor) -> np.ndarray:
+    it, nt = BITS[t.dtype]
+    return t.contiguous().view(it).cpu().numpy().view(nt)
+
+
+def from_raw(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    it, _ = BITS[dtype]
+    return torch.from_numpy(a.view(np.int16 if it == torch.int16 else np.int32).copy()).cuda().view(dtype)
+
+
+def rank_inputs(seed: int, n: int, dtype: torch.dtype, world_size: int) -> list[torch.Tensor]:
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return [torch.randn(n, generator=g, device="cuda").to(dtype) for _ in range(world_size)]
+
+
+def same_values(got: torch.Tensor, want: torch.Tensor) -> str | None:
+    """None when equal bit for bit up to the sign of zeros and NaN payloads (the spec's latitude)."""
+    if torch.equal(got.view(BITS[got.dtype][0]), want.view(BITS[want.dtype][0])):
+        return None
+    g, w = got.float(), want.float()
+    bad = ~((g == w) | (torch.isnan(g) & torch.isnan(w)))
+    if not bad.any():
+        return None
+    i = int(torch.nonzero(bad)[0])
+    return f"{int(bad.sum())} of {got.numel()} differ, first at {i}: got {g[i].item()!r} want {w[i].item()!r}"
+
+
+def twin_reduce_scatter(xs, dname, codec, rank):
+    return from_raw(_C.twin_reduce_scatter([raw(x) for x in xs], dname, codec)[rank], xs[0].dtype)
+
+
+def twin_all_gather(xs, dname, codec):
+    return from_raw(_C.twin_all_gather([raw(x) for x in xs], dname, codec), xs[0].dtype)
+
+
+def twin_all_to_all(xs, dname, codec, splits, rank):
+    return from_raw(_C.twin_all_to_all([raw(x) for x in xs], dname, codec, splits)[rank], xs[0].dtype)
+
+
+def collectives_vs_twin(rank, world_size):
+    """Every collective x codec x dtype on odd sizes: bit-exact with the twin; exact codecs equal the
+    fp32 rank-order reference; all-gather identical on every rank."""
+    res = {}
+    W = world_size
+    comm = qr.Communicator(max_size=16 << 20)
+    for dname, dtype in DTYPES.items():
+        for ci, k in enumerate(COUNTS):
+            xs = rank_inputs(1000 * ci + len(dname), W * k, dtype, W)
+            x = xs[rank]
+            for codec in CODECS:
+                tag = f"{dname}/{codec}/k={k}"
+                rs = comm.reduce_scatter(x, codec=codec)
+                ag = comm.all_gather(x[:k], codec=codec)
+                a2a = comm.all_to_all(x, codec=codec)
+                torch.cuda.synchronize()
+                comm.check()
+                res[f"reduce_scatter {tag}"] = same_values(rs, twin_reduce_scatter(xs, dname, codec, rank))
+                res[f"all_gather {tag}"] = same_values(ag, twin_all_gather([y[:k] for y in xs], dname, codec))
+                splits = [[k] * W for _ in range(W)]
+                res[f"all_to_all {tag}"] = same_values(a2a, twin_all_to_all(xs, dname, codec, splits, rank))
+                res[f"all_gather identical {tag}"] = None if same_on_all_ranks(ag) else "ranks differ"
+                if codec in ("fp16", "lossless"):
+                    acc = torch.zeros(k, dtype=torch.float32, device="cuda")
+                    for y in xs:  # rank order, as the kernels sum
+                        acc += y[rank * k:(rank + 1) * k].float()
+                    res[f"reduce_scatter exact {tag}"] = same_values(rs, acc.to(dtype))
+                    res[f"all_gather exact {tag}"] = same_values(ag, torch.cat([y[:k] for y in xs]))
+                    res[f"all_to_all exact {tag}"] = same_values(a2a, torch.cat([y[rank * k:(rank + 1) * k] for y in xs]))
+    comm.close()
+    return res
+
+
+def uneven_all_to_all(rank, world_size):
+    """Random uneven splits (zeros included), rows of several values, odd offsets: bit-exact with the twin."""
+    res = {}
+    W = world_size
+    comm = qr.Communicator(max_size=16 << 20)
+    rng = np.random.default_rng(7)  # the same matrices on every rank
+    for trial in range(6):
+        row = int(rng.choice([1, 3, 8, 64, 4096]))
+        rows = rng.integers(0, 40, size=(W, W))
+        rows[rng.integers(0, W), rng.integers(0, W)] = 0
+        for dname, dtype in DTYPES.items():
+            xs = [rank_inputs(5000 + trial * 31 + r, int(rows[r].sum()) * row, dtype, 1)[0] for r in range(W)]
+            for codec in ("fp16", "fp8", "int4"):
+                out = comm.all_to_all(xs[rank].view(-1, row) if row > 1 else xs[rank], codec=codec,
+                                      input_split_sizes=rows[rank].tolist(),
+                                      output_split_sizes=rows[:, rank].tolist())
+                torch.cuda.synchronize()
+                comm.check()
+                splits = (rows * row).tolist()
+                res[f"trial {trial} row {row} {dname}/{codec}"] = same_values(
+                    out.reshape(-1), twin_all_to_all(xs, dname, codec, splits, rank))
+    comm.close()
+    return res
+
+
+def fp32_all_reduce(rank, world_size):
+    """The fp32 all-reduce (reduce-scatter + all-gather) against the twin, identical on every rank."""
+    res = {}
+    comm = qr.Communicator(max_size=16 << 20)
+    for i, n in enumerate([1, 31, 1000, 65_537, 1 << 20]):
+        xs = rank_inputs(9000 + i, n, torch.float32, world_size)
+        for codec in CODECS:
+            out = comm.all_reduce(xs[rank], codec=codec)
+            inplace = xs[rank].clone()
+            comm.all_reduce(inplace, out=inplace, codec=codec)
+            torch.cuda.synchronize()
+            comm.check()
+            want = from_raw(_C.twin_all_reduce([raw(x) for x in xs], "fp32", codec), torch.float32)
+            res[f"n={n} {codec}"] = same_values(out, want)
+            res[f"n={n} {codec} in place"] = same_values(inplace, want)
+            res[f"n={n} {codec} identical"] = None if same_on_all_ranks(out) else "ranks differ"
+    comm.close()
+    return res
+
+
+def collective_graph_replays(rank, world_size):
+    """One CUDA graph mixing all four collectives, replayed QR_COLLECTIVE_REPLAYS times (1000) with
+    new inputs before each replay; every output checked on the GPU against the twin's."""
+    replays = int(os.environ.get("QR_COLLECTIVE_REPLAYS", "1000"))
+    res = {}
+    W, k = world_size, 4096 + 24
+    comm = qr.Communicator(max_size=8 << 20)
+    bank = []
+    for b in range(4):
+        xs = rank_inputs(20_000 + b, W * k, torch.bfloat16, W)
+        splits = [[k] * W for _ in range(W)]
+        bank.append((xs[rank], twin_reduce_scatter(xs, "bf16", "int4", rank),
+                     twin_all_gather([y[:k] for y in xs], "bf16", "fp8"),
+                     twin_all_to_all(xs, "bf16", "int6", splits, rank),
+                     torch.from_numpy(_C.twin_all_reduce([raw(x) for x in xs], "bf16", "int8").view(np.int16)).cuda()
+                     .view(torch.bfloat16)))
+    x = torch.empty(W * k, dtype=torch.bfloat16, device="cuda")
+    want = [torch.empty_like(t) for t in bank[0][1:]]
+    outs = [torch.empty_like(t) for t in bank[0][1:]]
+    wrong = torch.zeros((), dtype=torch.int64, device="cuda")
+
+    def body():
+        comm.reduce_scatter(x, out=outs[0], codec="int4")
+        comm.all_gather(x[:k], out=outs[1], codec="fp8")
+        comm.all_to_all(x, out=outs[2], codec="int6")
+        comm.all_reduce(x, out=outs[3], codec="int8")
+        for o, w_ in zip(outs, want):
+            wrong.add_((o.view(torch.int16) != w_.view(torch.int16)).sum())
+
+    def load(b):
+        x.copy_(bank[b][0])
+        for w_, t in zip(want, bank[b][1:]):
+            w_.copy_(t)
+
+    load(0)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        body()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    wrong.zero_()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        body()
+    t0 = time.time()
+    for it in range(replays):
+        load(it % len(bank))
+        g.replay()
+    torch.cuda.synchronize()
+    comm.check()
+    res["replays correct"] = None if int(wrong) == 0 else f"{int(wrong)} wrong elements"
+    res["info/replays"] = f"{replays} replays x 4 collectives in {time.time() - t0:.1f}s"
+    del g
+    comm.close()
+    return res
+
+
+def collective_bad_inputs(rank, world_size):
+    """Bad arguments raise clear Python exceptions before anything is launched."""
+    res = {}
+    W = world_size
+    comm = qr.Communicator(max_size=1 << 20)
+    x = torch.randn(W * 64, device="cuda", dtype=torch.bfloat16)
+
+    def expect(name, exc, fn, words):
+        try:
+            fn()
+            res[name] = "no exception"
+        except exc as e:
+            res[name] = None if all(w in str(e) for w in words) else f"message lacks {words}: {e}"
+        except Exception as e:  # noqa: BLE001
+            res[name] = f"{type(e).__name__}: {e}"
+
+    expect("reduce_scatter indivisible", ValueError, lambda: comm.reduce_scatter(x[:W * 64 - 1]), ["divide"])
+    expect("all_to_all indivisible", ValueError, lambda: comm.all_to_all(x[:W * 64 - 1]), ["divisible"])
+    expect("split sizes do not add up", ValueError,
+           lambda: comm.all_to_all(x, input_split_sizes=[1] * W, output_split_sizes=[1] * W), ["add up"])
+    expect("split count", ValueError, lambda: comm.all_to_all(x, input_split_sizes=[W * 64]), ["sizes"])
+    expect("negative split", ValueError,
+           lambda: comm.all_to_all(x, input_split_sizes=[-1] + [0] * (W - 2) + [W * 64 + 1]), ["non-negative"])
+    expect("int dtype", TypeError, lambda: comm.all_gather(x.to(torch.int32)), ["dtype"])
+    expect("float64 dtype", TypeError, lambda: comm.reduce_scatter(x.double()), ["dtype"])
+    expect("out wrong size", ValueError, lambda: comm.all_gather(x, out=torch.empty_like(x)), ["out"])
+    expect("out wrong dtype", TypeError, lambda: comm.all_gather(x, out=torch.empty(W * x.numel(), device="cuda")),
+           ["dtype"])
+    expect("out overlaps", ValueError, lambda: comm.all_to_all(x, out=x), ["overlaps"])
+    expect("cpu tensor", ValueError, lambda: comm.all_gather(x.cpu()), ["CUDA"])
+    expect("not contiguous", ValueError, lambda: comm.all_gather(x.view(W, 64).t()), ["contiguous"])
+    expect("unknown codec", ValueError, lambda: comm.all_gather(x, codec="int3"), ["unknown codec"])
+    expect("too large", ValueError, lambda: comm.all_gather(torch.empty(1 << 19, device="cuda")), ["max_size"])
+    expect("bad codecs key", ValueError, lambda: qr.Communicator(max_size=1 << 20, codecs={"broadcast": "fp8"}),
+           ["keys"])
+    dist.barrier()
+    comm.close()
+    return res
+
+
+def collective_peer_timeout(rank, world_size):
+    """Rank 1 skips a call of each collective: rank 0 gets PeerTimeoutError within seconds."""
+    res = {}
+    W = world_size
+    for name in ("reduce_scatter", "all_gather", "all_to_all"):
+        comm = qr.Communicator(max_size=1 << 20, timeout_s=2.0)
+        x = torch.randn(W * 1024, device="cuda", dtype=torch.bfloat16)
+        getattr(comm, name)(x)  # one good call
+        torch.cuda.synchronize()
+        dist.barrier()
+        if rank == 0:
+            t0 = time.time()
+            getattr(comm, name)(x, codec="int4")
+            torch.cuda.synchronize()
+            try:
+                comm.check()
+                res[name] = "no error after the peer skipped the call"
+            except qr.PeerTimeoutError as e:
+                took = time.time() - t0
+                res[name] = None if took < 7.0 else f"took {took:.1f}s: {e}"
+                res[f"info/{name}"] = f"{took:.1f}s: {e}"
+        dist.barrier()
+        comm.close()
+    return res
+
+
+def collective_mismatch(rank, world_size):
+    """Ranks that disagree (collective, size, codec, split sizes) get CallMismatchError or a timeout,
+    never each other's data."""
+    res = {}
+    W = world_size
+    odd = rank == 1
+    cases = {
+        "collective": lambda c, x: c.all_gather(x) if odd else c.reduce_scatter(x),
+        "size": lambda c, x: c.all_gather(x[:512] if odd else x[:256]),
+        "codec": lambda c, x: c.reduce_scatter(x, codec="int4" if odd else "fp8"),
+        "dtype": lambda c, x: c.all_gather(x.float() if odd else x),
+        "splits": lambda c, x: c.all_to_all(x, input_split_sizes=[256 * W] + [0] * (W - 1),
+                                            output_split_sizes=[256 * W if rank == 0 else 0] + [0] * (W - 1))
+        if odd else c.all_to_all(x),
+    }
+    for name, call in cases.items():
+        comm = qr.Communicator(max_size=1 << 20, timeout_s=3.0)
+        x = torch.randn(W * 256, device="cuda", dtype=torch.bfloat16)
+        t0 = time.time()
+        call(comm, x)
+        torch.cuda.synchronize()
+        try:
+            comm.check()
+            res[name] = "no error" if rank in (0, 1) else None
+        except qr.CallMismatchError as e:
+            res[name] = None
+            res[f"info/{name}"] = f"rank {rank}: CallMismatchError after {time.time() - t0:.2f}s: {e}"
+        except qr.PeerTimeoutError as e:
+            res[name] = None  # waiting for data the peer never sends: an error, not garbage
+            res[f"info/{name}"] = f"rank {rank}: PeerTimeoutError after {time.time() - t0:.2f}s: {e}"
+        dist.barrier()
+        comm.close()
+    return res
+
+
+def collective_soak(rank, world_size):
+    """QR_COLLECTIVE_SOAK_CALLS (2000) random collectives (kind, dtype, codec, size, splits), each
+    checked against the twin's output on the GPU, interleaved with all-reduces."""
+    calls = int(os.environ.get("QR_COLLECTIVE_SOAK_CALLS", "2000"))
+    W = world_size
+    res = {}
+    comm = qr.Communicator(max_size=8 << 20)
+    rng = np.random.default_rng(99)
+    cases = []
+    for i in range(24):
+        dname = ["fp16", "bf16", "fp32"][i % 3]
+        dtype = DTYPES[dname]
+        codec = CODECS[i % len(CODECS)]
+        k = int(rng.choice([5, 64, 999, 4096, 70_001]))
+        xs = rank_inputs(30_000 + i, W * k, dtype, W)
+        kind = ["reduce_scatter", "all_gather", "all_to_all", "all_to_all_uneven"][i % 4]
+        if kind == "reduce_scatter":
+            cases.append((kind, xs[rank], {}, twin_reduce_scatter(xs, dname, codec, rank), codec))
+        elif kind == "all_gather":
+            cases.append((kind, xs[rank][:k], {}, twin_all_gather([y[:k] for y in xs], dname, codec), codec))
+        elif kind == "all_to_all":
+            cases.append((kind, xs[rank], {}, twin_all_to_all(xs, dname, codec, [[k] * W] * W, rank), codec))
+        else:
+            rows = rng.integers(0, 2 * k // W + 1, size=(W, W))
+            ys = [rank_inputs(40_000 + i * 8 + r, int(rows[r].sum()), dtype, 1)[0] for r in range(W)]
+            kw = {"input_split_sizes": rows[rank].tolist(), "output_split_sizes": rows[:, rank].tolist()}
+            cases.append(("all_to_all", ys[rank], kw, twin_all_to_all(ys, dname, codec, rows.tolist(), rank), codec))
+    wrong = torch.zeros((), dtype=torch.int64, device="cuda")
+    picks = rng.integers(0, len(cases), calls)
+    ar = torch.randn(65_536, device="cuda", dtype=torch.bfloat16)
+    t0 = time.time()
+    for it in range(calls):
+        kind, x, kw, want, codec = cases[picks[it]]
+        out = getattr(comm, kind)(x, codec=codec, **kw)
+        it_ = BITS[out.dtype][0]
+        wrong += (out.view(it_) != want.view(it_)).sum()
+        if it % 7 == 0:
+            comm.all_reduce(ar, codec="int4")
+    torch.cuda.synchronize()
+    comm.check()
+    res["soak correct"] = None if int(wrong) == 0 else f"{int(wrong)} wrong elements"
+    res["info/soak"] = f"{calls} calls in {time.time() - t0:.1f}s"
+    res["soak finished together"] = None if same_everywhere(calls) else "ranks differ"
+    comm.close()
+    return res
