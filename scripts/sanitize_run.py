@@ -1,4 +1,5 @@
-"""A short 2-rank (QR_TEST_WORLD_SIZE) run of every algorithm and codec at a few sizes (small, tail, large), for
+"""A short 2-rank (QR_TEST_WORLD_SIZE) run of every algorithm and codec at a few sizes (small, tail, large), and of
+the segment collectives (reduce-scatter, all-gather, all-to-all even and uneven; bf16 and fp32), for
 compute-sanitizer (scripts/gpu_check.sh stage `sanitize`). Every call is checked: the exact paths
 against the fp32 rank-ordered sum, the lossy codecs against the CPU twin bit for bit, and every
 rank's output against every other's. Exits non-zero on a wrong result.
@@ -57,6 +58,30 @@ def run(rank, world, port, failures):
         wides = [x * torch.exp2(torch.randint(-40, 41, (n,), generator=g, device="cuda")).bfloat16() for x in xs]
         check(f"two_shot/lossless-wide/n={n}", comm.all_reduce(wides[rank], codec="lossless", algo="two_shot"),
               want=scenarios.exact_passthrough(wides))
+    # The segment collectives (exchange kernel), with odd and uneven sizes, checked against the twin.
+    import collective_scenarios as cs
+    for k in (33, 4097, 100_001):
+        for dname in ("bf16", "fp32"):
+            xs = cs.rank_inputs(k, world * k, cs.DTYPES[dname], world)
+            for codec in ("fp16", "fp8", "int4"):
+                tag = f"{dname}/{codec}/k={k}"
+                for key, out, want in (
+                        ("reduce_scatter", comm.reduce_scatter(xs[rank], codec=codec),
+                         cs.twin_reduce_scatter(xs, dname, codec, rank)),
+                        ("all_gather", comm.all_gather(xs[rank][:k], codec=codec),
+                         cs.twin_all_gather([x[:k] for x in xs], dname, codec)),
+                        ("all_to_all", comm.all_to_all(xs[rank], codec=codec),
+                         cs.twin_all_to_all(xs, dname, codec, [[k] * world] * world, rank))):
+                    torch.cuda.synchronize()
+                    if cs.same_values(out, want) is not None:
+                        wrong.append(f"{key}/{tag}: GPU != twin: {cs.same_values(out, want)}")
+            rows = [[(k + 3 * r + d) % 50 for d in range(world)] for r in range(world)]  # uneven
+            ys = [cs.rank_inputs(k + r, sum(rows[r]), cs.DTYPES[dname], 1)[0] for r in range(world)]
+            out = comm.all_to_all(ys[rank], codec="int6", input_split_sizes=rows[rank],
+                                  output_split_sizes=[rows[r][rank] for r in range(world)])
+            torch.cuda.synchronize()
+            if cs.same_values(out, cs.twin_all_to_all(ys, dname, "int6", rows, rank)) is not None:
+                wrong.append(f"all_to_all uneven/{dname}/k={k}: GPU != twin")
     comm.check()
     comm.close()
     dist.destroy_process_group()
@@ -75,4 +100,5 @@ if __name__ == "__main__":
         print(msg)
     if wrong:
         sys.exit(f"sanitize_run: {len(wrong)} wrong results")
-    print(f"sanitize_run: done, every result right ({len(SIZES) * 2} sizes, every path)")
+    print(f"sanitize_run: done, every result right ({len(SIZES) * 2} all-reduce sizes, every path; "
+          "reduce-scatter, all-gather, all-to-all even and uneven)")

@@ -1,9 +1,10 @@
-"""The oracle's all-reduce (docs/codec-spec.md, "All-reduce")."""
+"""The oracle's all-reduce (docs/codec-spec.md, "All-reduce" and "All-reduce of fp32 tensors")."""
 from __future__ import annotations
 
 import numpy as np
 
-from .codecs import _qdq, from_f32, to_f32
+from .codecs import BLOCK, _qdq, as_bits, from_f32, to_f32
+from .exchange import reduce_chunk, segment_dq
 
 
 def owners(n: int, world: int, slice_values: int | None = None) -> np.ndarray:
@@ -15,13 +16,46 @@ def owners(n: int, world: int, slice_values: int | None = None) -> np.ndarray:
     return (np.arange(n) // slice_values) % world
 
 
+def fp32_chunk(n: int, world: int) -> int:
+    """K = 32 * ceil(n / (32 W)): values per rank's chunk in the fp32 all-reduce (value i is
+    reduced by rank i // K; K is a multiple of 32, so chunks sit on the global block grid)."""
+    return BLOCK * -(-n // (BLOCK * world))
+
+
+def all_reduce_fp32(inputs: list[np.ndarray], codec: str) -> np.ndarray:
+    """The fp32 all-reduce: reduce-scatter then all-gather over W chunks of K = fp32_chunk(N, W)
+    values (chunk c = [cK, min((c+1)K, N)), possibly empty). The owner c sums its chunk in fp32 in
+    rank order, its own values exact and every other rank's through DQ once; every rank then holds
+    DQ(owner's sum) (the all-gather's single quantization; to_T is the identity). uint32 bits."""
+    if not inputs:
+        raise ValueError("need at least one rank")
+    xs = [as_bits(x, "fp32").reshape(-1) for x in inputs]
+    world, n = len(xs), xs[0].size
+    if any(x.size != n for x in xs):
+        raise ValueError("all ranks must have the same length")
+    values = [to_f32(x, "fp32") for x in xs]
+    out = np.zeros(n, np.float32)
+    k = fp32_chunk(n, world)
+    for c in range(world):
+        start = min(n, c * k)
+        length = min(n, start + k) - start
+        acc = reduce_chunk(values, c, start, length, "fp32", codec)  # first shot: the reduce-scatter
+        out[start:start + length] = segment_dq(acc, 0, length, "fp32", codec)  # second: the all-gather's DQ
+    return from_f32(out, "fp32")
+
+
 def all_reduce(inputs: list[np.ndarray], dtype: str, codec: str, slice_values: int | None = None) -> np.ndarray:
     """Two-shot all-reduce emulation: fp32 sum in fixed rank order of each rank's contribution,
     then one more Q/D of the sum, output to_T. Value i is reduced by rank (i // slice_values) % W,
     which adds its own value exactly; every other rank's value arrives as D(Q(x)). slice_values
-    None: the two-shot's own layout for this size (`two_shot_slice_values`). Returns T bits."""
+    None: the two-shot's own layout for this size (`two_shot_slice_values`). Returns T bits.
+    dtype "fp32": `all_reduce_fp32` (chunked ownership; slice_values does not apply)."""
     if not inputs:
         raise ValueError("need at least one rank")
+    if dtype == "fp32":
+        if slice_values is not None:
+            raise ValueError("the fp32 all-reduce has chunked ownership (fp32_chunk); slice_values does not apply")
+        return all_reduce_fp32(inputs, codec)
     n = np.asarray(inputs[0]).size
     owner = owners(n, len(inputs), slice_values)
     r = None

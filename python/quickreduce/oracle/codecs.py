@@ -1,40 +1,76 @@
 """The oracle's number formats and blockwise codecs (docs/codec-spec.md, "Blocks" to "Lossless").
 
-Values travel as raw uint16 bits of the tensor dtype T ("fp16" or "bf16"). All codec arithmetic
-is numpy float32 (never float64), so every operation is one IEEE fp32 op with RNE, as the spec
-requires. The CPU twin and the kernels must match this bit for bit (up to the sign of zeros and
-NaN payloads).
+Values travel as raw bits of the tensor dtype T: uint16 for "fp16" and "bf16", uint32 for "fp32".
+Block scales are stored in the scale type S(T): T itself for fp16 and bf16, bf16 for fp32. All
+codec arithmetic is numpy float32 (never float64), so every operation is one IEEE fp32 op with RNE,
+as the spec requires. The CPU twin and the kernels must match this bit for bit (up to the sign of
+zeros and NaN payloads).
 """
 from __future__ import annotations
 
 import numpy as np
 
 BLOCK = 32
-PASSTHROUGH = ("fp16", "bf16")
-# Codecs whose round trip is the 16-bit rounding alone: the passthrough, and the lossless packing.
+# The passthrough's names: all three are the same codec (values travel exact in the tensor's own
+# dtype, whatever the name says).
+PASSTHROUGH = ("fp16", "bf16", "fp32")
+# Codecs whose round trip is to_T alone: the passthrough, and the lossless packing.
 EXACT = PASSTHROUGH + ("lossless",)
 DIVISOR = {"int8": 127, "int6": 31, "int4": 7, "fp8": 448, "fp4": 6}
+# The 16-bit dtypes' codec names as the all-reduce tests iterate them ("bf16": passthrough alias).
 CODECS = ("fp16", "bf16", "fp8", "int8", "int6", "int4", "fp4", "lossless")
+ALL_CODECS = CODECS + ("fp32",)  # every accepted name, the "fp32" alias of the passthrough included
+# The 16-bit tensor dtypes (the two-shot all-reduce and twin_round_trip take these only).
 DTYPES = ("fp16", "bf16")
+ALL_DTYPES = DTYPES + ("fp32",)  # every tensor dtype (the segment collectives, the fp32 all-reduce)
+_BITS = {"fp16": np.uint16, "bf16": np.uint16, "fp32": np.uint32}
 _F32_MAX = np.float32(np.finfo(np.float32).max)
 _F32_MIN = np.float32(np.finfo(np.float32).tiny)
 
 
 # ---- T <-> fp32 -------------------------------------------------------------------------------
 
+def bits_dtype(dtype: str) -> type:
+    """The numpy type of T's raw bits: np.uint16 for fp16/bf16, np.uint32 for fp32."""
+    try:
+        return _BITS[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}") from None
+
+
+def scale_dtype(dtype: str) -> str:
+    """S(T), the type a block scale is stored in: T for fp16/bf16, bf16 for fp32."""
+    bits_dtype(dtype)  # validates
+    return "bf16" if dtype == "fp32" else dtype
+
+
+def as_bits(x, dtype: str) -> np.ndarray:
+    """x as an array of T's raw bits (its shape kept). Float arrays and integer arrays of the other
+    raw width (uint32 bits given for a 16-bit dtype, or the reverse) are refused: casting them
+    would silently turn values or bit patterns of another type into garbage."""
+    want = bits_dtype(dtype)
+    a = np.asarray(x)
+    if a.dtype.kind == "f" or (a.dtype.kind in "ui" and a.dtype.itemsize in (2, 4)
+                               and a.dtype.itemsize != np.dtype(want).itemsize):
+        raise TypeError(f"{dtype} tensors travel as {np.dtype(want).name} raw bits, got a {a.dtype} array")
+    return a.astype(want, copy=False)
+
+
 def to_f32(bits: np.ndarray, dtype: str) -> np.ndarray:
     """float(x) of raw T bits (exact)."""
-    bits = np.asarray(bits, dtype=np.uint16)
+    bits = as_bits(bits, dtype)
     if dtype == "fp16":
         return bits.view(np.float16).astype(np.float32)
     if dtype == "bf16":
         return (bits.astype(np.uint32) << 16).view(np.float32)
-    raise ValueError(f"unknown dtype {dtype!r}")
+    return bits.view(np.float32).copy()  # fp32: the bits are the value
 
 
 def from_f32(f: np.ndarray, dtype: str) -> np.ndarray:
-    """to_T(f): RNE fp32 -> T bits, overflow -> inf, NaN -> NaN."""
+    """to_T(f): RNE fp32 -> T bits, overflow -> inf, NaN -> NaN (fp32: the identity)."""
     f = np.asarray(f, dtype=np.float32)
+    if dtype == "fp32":
+        return f.view(np.uint32).copy()
     if dtype == "fp16":
         with np.errstate(over="ignore"):  # overflow -> inf is the contract
             return f.astype(np.float16).view(np.uint16)  # numpy's float->half: RNE from fp32 bits
@@ -88,8 +124,10 @@ def fp4_unit_scale_inputs() -> np.ndarray:
 # ---- block quantize + dequantize ----------------------------------------------------------------
 
 def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
-    """D(Q(v)) of fp32 values v (any length), blockwise, as fp32 values."""
-    v = np.asarray(v, dtype=np.float32)
+    """D(Q(v)) of fp32 values v (any length), blockwise from v[0], as fp32 values (T: the tensor
+    dtype, which fixes the scale type S(T) and the passthrough's rounding)."""
+    v = np.asarray(v, dtype=np.float32).reshape(-1)
+    bits_dtype(dtype)  # validates
     if codec in EXACT:
         return round_to(v, dtype)  # "quantize" is to_T, decode is exact
     if codec not in DIVISOR:
@@ -106,7 +144,7 @@ def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
     div = np.float32(DIVISOR[codec])
     with np.errstate(all="ignore"):
         q = absmax * (np.float32(1) / div)  # fp32 multiply by fl(1/divisor)
-        s = round_to(q, dtype)
+        s = round_to(q, scale_dtype(dtype))  # the scale is stored in S(T): bf16 for fp32 tensors
         sf = np.where(np.isfinite(absmax), s, np.float32(np.nan)).astype(np.float32)
         ok = (sf >= _F32_MIN) & (sf <= _F32_MAX)  # spec: below FLT_MIN, 1/sf would overflow
         inv = np.where(ok, np.float32(1) / np.where(ok, sf, np.float32(1)), np.float32(0))
@@ -125,5 +163,5 @@ def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
 
 
 def round_trip(x: np.ndarray, dtype: str, codec: str) -> np.ndarray:
-    """to_T(D(Q(x))) of 1-D T bits x, returned as T bits."""
+    """to_T(D(Q(x))) of 1-D T bits x (blocks from x[0]), returned as T bits."""
     return from_f32(_qdq(to_f32(x, dtype), dtype, codec), dtype)
