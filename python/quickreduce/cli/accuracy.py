@@ -7,6 +7,13 @@ beside a prediction built from single-tensor round trips of the oracle: each ran
 quantized once (first shot) where another rank reduces it (the owner adds its own values
 exactly), and the sum once more (second shot), so
     predicted = sqrt(sum_r ||RT(x_r) - x_r||^2 over values r does not own + ||RT(sum) - sum||^2) / ||sum||.
+
+`--collective reduce_scatter|all_gather|all_to_all` does the same for the segment collectives (CPU
+twin; one quantization a value): every segment's round trip RT (blocks from the segment's start) is
+the prediction, summed over every rank's output: all-gather and all-to-all sqrt(sum ||RT(seg) - seg||^2)
+/ ||out||, reduce-scatter the same over the segments a rank receives from the others plus the
+roundings of the fp32 rank-order adds and of the sum to T, / ||sum||.
+`--dtypes fp32` covers fp32 inputs (bf16 block scales).
 """
 from __future__ import annotations
 
@@ -26,6 +33,8 @@ CODECS = ("passthrough", "fp8", "int8", "int6", "int4", "fp4")  # passthrough ru
 EXTRA_CODECS = ("lossless",)
 DATASETS = ("gaussian", "student_t", "llm")
 DTYPES = ("bf16", "fp16")
+ALL_DTYPES = DTYPES + ("fp32",)  # fp32: the collectives (and the fp32 all-reduce) only
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 HIDDEN = 4096          # columns of the [tokens, hidden] matrix of the "llm" data set
 OUTLIER_FRAC = 0.005   # share of hidden channels that are outliers
 OUTLIER_SCALE = 100.0
@@ -193,6 +202,47 @@ def _print_markdown(rows, codecs):
     print("\nrelative L2 error vs float64, measured (predicted from one round trip per shot)")
 
 
+def _segment_err2(x, dtype, codec, lo, hi) -> float:
+    """||RT(seg) - seg||^2 of the segment x[lo:hi], blocks from its start."""
+    return round_trip_err2(x[lo:hi], dtype, codec) if hi > lo else 0.0
+
+
+def collective_row(collective, dataset, dtype, codec, world, numel, seed) -> dict:
+    """Measured (CPU twin) and predicted relative L2 error of one segment collective, over the
+    outputs of every rank. numel: each rank's input (divisible by world)."""
+    from quickreduce import _C
+    xs = [make_input(dataset, dtype, r, numel, seed) for r in range(world)]
+    f64 = [oracle.to_f32(x, dtype).astype(np.float64) for x in xs]
+    k = numel // world
+    if collective == "all_gather":
+        outs = [_C.twin_all_gather(xs, dtype, codec)]
+        refs = [np.concatenate(f64)]
+        e2 = sum(_segment_err2(x, dtype, codec, 0, numel) for x in xs)
+    elif collective == "all_to_all":
+        outs = _C.twin_all_to_all(xs, dtype, codec, [[k] * world] * world)
+        refs = [np.concatenate([f[d * k:(d + 1) * k] for f in f64]) for d in range(world)]
+        e2 = sum(_segment_err2(x, dtype, codec, d * k, (d + 1) * k) for x in xs for d in range(world))
+    elif collective == "reduce_scatter":
+        outs = _C.twin_reduce_scatter(xs, dtype, codec)
+        refs = [sum(f[r * k:(r + 1) * k] for f in f64) for r in range(world)]
+        e2 = sum(_segment_err2(xs[s], dtype, codec, r * k, (r + 1) * k)
+                 for r in range(world) for s in range(world) if s != r)
+        for r, ref in enumerate(refs):  # the fp32 adds in rank order, then the sum's rounding to T
+            acc = f64[0][r * k:(r + 1) * k].astype(np.float32)
+            for f in f64[1:]:
+                exact = acc.astype(np.float64) + f[r * k:(r + 1) * k]
+                acc = exact.astype(np.float32)
+                e2 += float(np.sum((acc - exact) ** 2))
+            e2 += float(np.sum((oracle.to_f32(oracle.from_f32(acc, dtype), dtype) - acc.astype(np.float64)) ** 2))
+    else:
+        raise ValueError(f"unknown collective {collective!r}")
+    err = np.concatenate([oracle.to_f32(o, dtype).astype(np.float64) - ref for o, ref in zip(outs, refs)])
+    norm = float(np.linalg.norm(np.concatenate(refs)))
+    return dict(collective=collective, data=dataset, dtype=dtype, codec=codec, world_size=world, numel=numel,
+                rel_l2=float(np.linalg.norm(err)) / norm, predicted_rel_l2=math.sqrt(e2) / norm,
+                max_abs=float(np.max(np.abs(err))), device="cpu")
+
+
 def _csv_list(s, allowed=None):
     items = [v.strip() for v in s.split(",") if v.strip()]
     if allowed is not None:
@@ -208,13 +258,31 @@ def main(argv=None) -> int:
     p.add_argument("--numel", type=int, default=1 << 20, help="elements per rank")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--codecs", type=lambda s: _csv_list(s, CODECS + EXTRA_CODECS), default=list(CODECS))
-    p.add_argument("--dtypes", type=lambda s: _csv_list(s, DTYPES), default=list(DTYPES))
+    p.add_argument("--dtypes", type=lambda s: _csv_list(s, ALL_DTYPES), default=list(DTYPES))
+    p.add_argument("--collective", choices=COLLECTIVES, default="all_reduce",
+                   help="the segment collectives run on the CPU twin (one quantization a value)")
     p.add_argument("--datasets", type=lambda s: _csv_list(s, DATASETS), default=list(DATASETS))
     p.add_argument("--device", choices=("cpu", "cuda", "oracle"), default="cpu",
                    help="cpu: the C++ twin; cuda: real GPUs (NCCL group); oracle: the numpy oracle")
     p.add_argument("--csv", metavar="PATH", help="also write the rows to a CSV file")
     p.add_argument("--markdown", action="store_true", help="print a GitHub-markdown table")
     args = p.parse_args(argv)
+
+    if args.collective != "all_reduce":
+        if args.device != "cpu":
+            p.error("--collective other than all_reduce runs on the CPU twin only (--device cpu)")
+        bad = [w for w in args.world_sizes if args.numel % w]
+        if bad:
+            p.error(f"--numel {args.numel} must divide by every world size (not {bad})")
+        rows = [collective_row(args.collective, d, t, api_codec(c, t), w, args.numel, args.seed)
+                for w in args.world_sizes for d in args.datasets for t in args.dtypes for c in args.codecs]
+        rows.sort(key=lambda r: (DATASETS.index(r["data"]), r["dtype"], r["world_size"]))
+        _print_table(rows, f"quickreduce accuracy: {args.collective} (CPU twin), {args.numel} elements per rank")
+        if args.markdown:
+            _print_markdown(rows, args.codecs)
+        return 0
+    if "fp32" in args.dtypes:
+        p.error("--dtypes fp32 needs --collective reduce_scatter, all_gather or all_to_all")
 
     if args.device == "cpu":
         from quickreduce import _C
