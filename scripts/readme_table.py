@@ -17,7 +17,8 @@ def cell(t: float | None) -> str:
 
 
 def main(csv_path: str = str(ROOT / "bench/results/h200-x2.csv")) -> int:
-    times = {(r["size"], r["method"]): r["time_us"] for r in read_csv(csv_path)}
+    times = {(r["size"], r["method"]): r["time_us"] for r in read_csv(csv_path)
+             if r.get("collective", "all_reduce") == "all_reduce"}  # the table is the all-reduce's
     sizes = sorted({size for size, _ in times})
     table = ["| bytes | " + " | ".join(COLUMNS) + " |", "|---:|" + "---:|" * len(COLUMNS)]
     table += [f"| {human_size(s)} | " + " | ".join(cell(times.get((s, c))) for c in COLUMNS) + " |" for s in sizes]

@@ -396,7 +396,24 @@ def _sweep_on_cpu(rank, world_size, config):
             dist.all_reduce(inp, group=self.ctx.group)
             return inp
 
+    class ScaledGather(methods.Method):  # a lossy all-gather: the right blocks times 0.9
+        name, lossy, collective, shared_gpu_ok = "scaled", True, "all_gather", True
+
+        def run(self, inp, out):
+            dist.all_gather_into_tensor(out, inp, group=self.ctx.group)
+            return out.mul_(0.9)
+
+    class SkewedAllToAll(methods.Method):  # ranks that disagree would be invisible: blocks differ
+        name, collective, shared_gpu_ok = "rank_copy", "all_to_all", True
+
+        def run(self, inp, out):
+            dist.all_to_all_single(out, inp, group=self.ctx.group)
+            return out
+
     peers.PEER_METHODS.update(broken=Broken, scaled=Scaled, small=Small)
+    exchange = methods._exchange_methods
+    fakes = {"all_gather": {"scaled": ScaledGather}, "all_to_all": {"rank_copy": SkewedAllToAll}}
+    methods._exchange_methods = lambda c: {**exchange(c), **fakes.get(c, {})}
     return harness.run_sweep(rank, world_size, config)
 
 
@@ -427,3 +444,281 @@ def test_sweep_on_cpu_ranks(tmp_path):
     assert "small: skipped at 1M: too big" in notes
     assert len(read_csv(partial)) == len(rows)
     assert not any(math.isnan(r["time_us"]) for r in result["rows"])
+
+
+def test_sweep_of_every_collective_on_cpu_ranks(tmp_path):
+    """NCCL's rows of the segment collectives run over gloo on CPU: the references per collective,
+    the identical column (n/a where ranks hold different blocks) and exactness of data movers."""
+    from quickreduce.cli import launch
+    from quickreduce.cli.harness import SweepConfig
+
+    plan = {"all_reduce": ["nccl"], "reduce_scatter": ["nccl", "symm_mem", "qr_int4"],
+            "all_gather": ["nccl", "scaled", "qr_passthrough"], "all_to_all": ["nccl", "rank_copy"]}
+    config = SweepConfig(methods=plan, sizes=[8 * K, 64 * K], dtypes=["bf16"], iters=(3, 2, 2),
+                         replays=2, partial_csv=str(tmp_path / "p.csv"), verbose=False)
+    result = launch.spawn(_sweep_on_cpu, 2, config, backend="gloo", timeout_s=240)
+    rows = {(r["collective"], r["method"], r["size"]): r for r in result["rows"]}
+    expected = {("all_reduce", "nccl"), ("reduce_scatter", "nccl"), ("all_gather", "nccl"),
+                ("all_gather", "scaled"), ("all_to_all", "nccl"), ("all_to_all", "rank_copy")}
+    assert set(rows) == {(c, m, s) for c, m in expected for s in (8 * K, 64 * K)}
+    for (collective, method, size), row in rows.items():
+        assert row["time_us"] > 0 and row["dtype"] == "bf16"
+        if collective in ("reduce_scatter", "all_to_all"):
+            assert row["identical"] is None  # every rank holds a different block
+        else:
+            assert row["identical"] is True
+        if method == "scaled":
+            assert row["rel_err"] == pytest.approx(0.1, rel=0.02)
+        elif collective in ("all_gather", "all_to_all"):
+            assert row["rel_err"] == 0.0  # data movers are exact
+        else:  # a bf16 sum of two randn inputs, rounded once
+            assert 5e-4 < row["rel_err"] < 4e-3
+    notes = "\n".join(result["notes"])
+    assert "reduce_scatter/symm_mem: not run" in notes and "reduce_scatter/qr_int4: not run" in notes
+    assert "all_gather/qr_passthrough: not run" in notes
+    table = complete_rows(result["rows"], 2)
+    assert [r["collective"] for r in table] == sorted(
+        (r["collective"] for r in table), key=report.COLLECTIVES.index)
+    back = read_csv(tmp_path / "p.csv")
+    assert {r["collective"] for r in back} == set(report.COLLECTIVES)
+
+
+def test_shared_gpu_sweep_skips_what_needs_a_gpu_per_rank():
+    from quickreduce.cli import launch
+    from quickreduce.cli.harness import SHARED_GPU_SKIP, SweepConfig
+
+    config = SweepConfig(methods={"all_reduce": ["nccl", "symm_mem_two_shot"],
+                                  "all_gather": ["nccl", "scaled"]},
+                         sizes=[8 * K], dtypes=["bf16"], iters=(2, 2, 2), replays=1,
+                         verbose=False, shared_gpu=True)
+    result = launch.spawn(_sweep_on_cpu, 2, config, backend="gloo", timeout_s=240)
+    assert [(r["collective"], r["method"]) for r in result["rows"]] == [("all_gather", "scaled")]
+    notes = "\n".join(result["notes"])
+    for label in ("nccl", "symm_mem_two_shot", "all_gather/nccl"):
+        assert f"{label}: not run (bf16): {SHARED_GPU_SKIP}" in notes
+    assert result["shared_gpu"] is True
+
+
+# --------------------------------------------------------------------------- collectives
+
+def test_bus_factor_per_collective_follows_nccl_tests():
+    for world_size in (2, 4, 8):
+        ring = (world_size - 1) / world_size
+        assert report.bus_factor(world_size) == pytest.approx(2 * ring)
+        assert report.bus_factor(world_size, "all_reduce") == pytest.approx(2 * ring)
+        for collective in ("reduce_scatter", "all_gather", "all_to_all"):
+            assert report.bus_factor(world_size, collective) == pytest.approx(ring)
+    algbw, busbw = bandwidths(G, 1000.0, 8, "all_gather")
+    assert algbw == pytest.approx(G / 1e-3 / 1e9) and busbw == pytest.approx(algbw * 7 / 8)
+    with pytest.raises(ValueError, match="unknown collective"):
+        report.bus_factor(2, "broadcast")
+
+
+def test_nccl_count_and_collective_numels():
+    from quickreduce.cli.methods import collective_numels, collective_skip_reason
+
+    assert report.nccl_count(M, "bf16", 4) == M // 2  # all-reduce: the whole tensor
+    assert report.nccl_count(M, "bf16", 4, "reduce_scatter") == M // 8  # one rank's block
+    assert report.nccl_count(M, "fp32", 2, "all_to_all") == M // 8
+    assert collective_numels("all_reduce", M, 2, 4) == (M // 2, M // 2)
+    assert collective_numels("reduce_scatter", M, 2, 4) == (M // 2, M // 8)  # size = input
+    assert collective_numels("all_gather", M, 2, 4) == (M // 8, M // 2)  # size = output
+    assert collective_numels("all_to_all", M, 4, 8) == (M // 4, M // 4)
+    assert collective_skip_reason("all_reduce", 8 * K, 3) is None
+    assert collective_skip_reason("all_gather", 8 * K, 2) is None
+    assert "16-byte" in collective_skip_reason("reduce_scatter", 8 * K, 3)  # 8K / 3
+    assert "16-byte" in collective_skip_reason("all_to_all", 64, 8)  # 8-byte blocks
+    with pytest.raises(ValueError):
+        collective_numels("broadcast", M, 2, 2)
+
+
+def _collective_rows():
+    rows = []
+    for collective in report.COLLECTIVES:
+        for size in (8 * K, 64 * M):
+            for method, factor, err, identical in (
+                    ("nccl", 1.0, 1e-3, True), ("symm_mem", 0.9, 1e-3, True),
+                    ("qr_passthrough", 0.8, 0.0, True), ("qr_int4", 0.5, 0.1, True)):
+                if collective in ("reduce_scatter", "all_to_all"):
+                    identical = None
+                rows.append({"size": size, "method": method, "time_us": (10 + size / 3e5) * factor,
+                             "rel_err": err, "identical": identical,
+                             "lossy": method == "qr_int4", "device": "NVIDIA H200",
+                             "dtype": "fp32", "collective": collective})
+    return complete_rows(rows, 4)
+
+
+def test_complete_rows_per_collective():
+    rows = _collective_rows()
+    assert [r["collective"] for r in rows[:8]] == ["all_reduce"] * 8  # display order
+    by_key = {(r["collective"], r["method"], r["size"]): r for r in rows}
+    gather = by_key[("all_gather", "qr_int4", 64 * M)]
+    assert gather["vs_nccl"] == pytest.approx(2.0)  # against the same collective's NCCL
+    assert gather["busbw_GBps"] == pytest.approx(gather["algbw_GBps"] * 3 / 4)
+    assert gather["count"] == 64 * M // 4 // 4 and gather["type"] == "float"
+    reduce = by_key[("all_reduce", "qr_int4", 64 * M)]
+    assert reduce["busbw_GBps"] == pytest.approx(reduce["algbw_GBps"] * 1.5)
+    assert reduce["count"] == 64 * M // 4
+    old = complete_rows([{"size": 8 * K, "method": "nccl", "time_us": 9.0, "dtype": "bf16"}], 2)
+    assert old[0]["collective"] == "all_reduce"  # rows from before the column
+
+
+def test_tables_of_several_collectives(capsys):
+    rows = _collective_rows()
+    scatter = [r for r in rows if r["collective"] == "reduce_scatter"]
+    text = format_table(scatter)
+    assert text.splitlines()[0].split()[-1] == "identical"
+    assert all(line.rstrip().endswith("n/a") for line in text.splitlines()[1:] if line.strip())
+    gather = format_table([r for r in rows if r["collective"] == "all_gather"])
+    assert "n/a" not in gather and "yes" in gather
+    assert format_pivot(scatter).splitlines()[0].split()[1:] == [
+        "nccl", "symm_mem", "qr_passthrough", "qr_int4"]
+    pytest.importorskip("rich")
+    from rich.console import Console
+
+    console = Console(record=True, width=220)
+    report.print_results(rows, ["a note"], console=console)
+    out = console.export_text()
+    for title in ("all-reduce (CUDA-graph", "reduce-scatter (CUDA-graph", "all-gather (CUDA-graph",
+                  "all-to-all (CUDA-graph", "all-to-all: time_us per call"):
+        assert title in out
+    assert out.count("a note") == 1
+
+
+def test_csv_collective_column_and_old_readers(tmp_path):
+    rows = _collective_rows()
+    path = write_csv(rows, tmp_path / "c.csv")
+    header = path.read_text().splitlines()[0].split(",")
+    assert header[-1] == "collective"
+    # The columns that were there before keep their names and places.
+    assert header[:14] == ["size_bytes", "count", "type", "method", "time_us", "algbw_gbs",
+                           "busbw_gbs", "speedup_vs_nccl", "rel_err", "identical", "lossy",
+                           "device", "world_size", "dtype"]
+    back = read_csv(path)
+    assert [r["collective"] for r in back] == [r["collective"] for r in rows]
+    assert sum(r["identical"] is None for r in back) == 16  # reduce-scatter, all-to-all: n/a
+    # A CSV from before the column reads as all-reduce rows.
+    old = tmp_path / "old.csv"
+    old.write_text("size_bytes,method,time_us,dtype\n8192,nccl,11.9,bf16\n")
+    assert read_csv(old)[0]["collective"] == "all_reduce"
+    # `quickreduce tune --from-csv` takes the all-reduce rows only.
+    measurements, _ = tune.measurements_from_rows(back, tune.candidates(["int4"]))
+    assert sorted((m["algo"], m["codec"]) for m in measurements) == [
+        ("nccl", "fp32"), ("nccl", "fp32"), ("two_shot", "int4"), ("two_shot", "int4")]
+    others = [r for r in back if r["collective"] != "all_reduce"]
+    assert tune.measurements_from_rows(others, tune.candidates(["int4"])) == ([], [])
+
+
+def test_readme_table_reads_the_all_reduce_csv():
+    """scripts/readme_table.py keys times by (size, method): an all-reduce CSV (bench's default
+    output, collective column or not) still gives it one value per cell."""
+    import csv as csv_module
+
+    path = report.Path(__file__).resolve().parents[2] / "bench" / "results" / "h200-x2.csv"
+    if not path.exists():
+        pytest.skip("no bench/results/h200-x2.csv")
+    rows = read_csv(path)
+    assert rows and {r["collective"] for r in rows} == {"all_reduce"}
+    keys = [(r["size"], r["method"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    with open(path, newline="") as f:
+        assert "size_bytes" in next(csv_module.reader(f))
+
+
+def test_plot_of_several_collectives(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = report.plot(_collective_rows(), tmp_path / "c.png")
+    from PIL import Image
+
+    with Image.open(png) as image:
+        width, height = image.size
+    assert height > 1.4 * width  # four rows of three panels, one row per collective
+    only_qr = [r for r in _collective_rows() if r["method"].startswith("qr_")]  # a shared-GPU run
+    assert report.plot(only_qr, tmp_path / "q.png", note=bench.SHARED_GPU_BANNER).stat().st_size > 20_000
+
+
+def test_parse_collectives_and_plans():
+    assert bench.parse_collectives(None) == ["all_reduce"]
+    assert bench.parse_collectives(["all_to_all,reduce_scatter", "all_reduce"]) == [
+        "all_reduce", "reduce_scatter", "all_to_all"]
+    assert bench.parse_collectives(["all_gather", "all_gather"]) == ["all_gather"]
+    for bad in (["broadcast"], ["all_reduce,allgather"], [","]):
+        with pytest.raises(ValueError, match="unknown collective"):
+            bench.parse_collectives(bad)
+    plan = bench.select_plan("nccl,qr_*", None, ["all_reduce", "all_gather"])
+    assert plan["all_gather"] == ["nccl", "qr_passthrough", "qr_lossless", "qr_int8", "qr_fp8",
+                                  "qr_int6", "qr_int4", "qr_fp4"]
+    assert "qr_one_shot" in plan["all_reduce"] and "symm_mem" not in plan["all_gather"]
+    plan = bench.select_plan("symm_mem_two_shot,symm_mem", None, ["all_reduce", "reduce_scatter"])
+    assert plan == {"all_reduce": ["symm_mem_two_shot"], "reduce_scatter": ["symm_mem"]}
+    with pytest.raises(ValueError, match="no method matches 'symm_mem_two_shot'"):
+        bench.select_plan("symm_mem_two_shot", None, ["all_gather"])
+    plan = bench.select_plan("all", "int4", ["all_to_all"])
+    assert plan["all_to_all"] == ["nccl", "symm_mem", "qr_passthrough", "qr_int4"]
+
+
+def test_bench_arguments(tmp_path):
+    parse = bench.build_parser().parse_args
+    config = bench.sweep_config(parse([]))
+    assert config.methods == list(report.METHOD_LOSSY) and config.plan() == {
+        "all_reduce": list(report.METHOD_LOSSY)}  # today's run, unchanged
+    assert (config.iters, config.warmup, config.replays) == ((50, 20, 5), 2, 7)
+    assert config.sizes == parse_sizes("8K:1G") and not config.shared_gpu
+    config = bench.sweep_config(parse(["--collective", "reduce_scatter,all_gather", "--dtype",
+                                       "fp32", "--methods", "nccl,qr_int8"]))
+    assert config.plan() == {"reduce_scatter": ["nccl", "qr_int8"],
+                             "all_gather": ["nccl", "qr_int8"]}
+    assert config.dtypes == ["fp32"]
+    config = bench.sweep_config(parse(["--shared-gpu", "--collective", "all_to_all"]))
+    assert config.shared_gpu and config.sizes == parse_sizes(bench.SHARED_SIZES)
+    assert (config.iters, config.warmup, config.replays) == ((3, 2, 1), 1, 2)
+    config = bench.sweep_config(parse(["--shared-gpu", "--iters", "4", "--replays", "3",
+                                       "--sizes", "1M"]))
+    assert (config.iters, config.replays, config.sizes) == ((4, 4, 4), 3, [M])
+    with pytest.raises(SystemExit):
+        parse(["--dtype", "fp64"])
+    assert bench.main(["--collective", "gather"]) == 2
+    assert bench.main(["--collective", "all_gather", "--methods", "trtllm_*"]) == 2
+    assert bench.default_csv_path("h200-x2", ["all_reduce"], False) == bench.RESULTS_DIR / "h200-x2.csv"
+    assert bench.default_csv_path("h100-x2", ["all_reduce", "all_gather"], True).name == \
+        "h100-x2-all_reduce-all_gather-shared.csv"
+
+
+def test_list_methods_per_collective(capsys):
+    assert bench.main(["--list-methods", "--collective", "all_gather"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "# all_gather" and "qr_passthrough" in out
+    assert "trtllm" not in out
+    assert bench.main(["--list-methods"]) == 0
+    out = capsys.readouterr().out
+    assert "#" not in out and out.splitlines()[0].split() == ["nccl", "lossless"]
+
+
+def test_every_collective_method_has_an_adapter():
+    methods = pytest.importorskip("quickreduce.cli.methods")
+    for collective, known in report.COLLECTIVE_METHODS.items():
+        for name, lossy in known.items():
+            method = methods.make_method(name, collective)
+            assert (method.name, method.collective, method.lossy) == (name, collective, lossy)
+            assert method.shared_gpu_ok == name.startswith("qr_")
+            if collective != "all_reduce":
+                assert not method.inplace
+    with pytest.raises(KeyError):
+        methods.make_method("trtllm_one_shot", "all_gather")
+    with pytest.raises(KeyError):
+        methods.make_method("nccl", "broadcast")
+
+
+def test_shared_gpu_without_a_gpu_says_so(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the shared-GPU run would start")
+    from quickreduce.cli import launch
+
+    with pytest.raises(launch.LaunchError, match="one visible GPU"):
+        launch.spawn(_ok, 2, 0, shared_gpu=True, timeout_s=30)
+    assert bench.main(["--shared-gpu", "--sizes", "8K", "--csv", "/nonexistent/x.csv"]) == 1
+    err = capsys.readouterr().err
+    assert "SHARED GPU: TIMINGS ARE MEANINGLESS, RESULTS ARE CHECKED" in err
+    assert "2 ranks on one shared GPU" in err

@@ -5,7 +5,7 @@ import importlib
 import sys
 
 COMMANDS = {
-    "bench": "benchmark all-reduce methods against NCCL and peers (nccl-tests style table, CSV, PNG)",
+    "bench": "benchmark collectives against NCCL and peers (nccl-tests style table, CSV, PNG)",
     "tune": "measure and cache the table `codec='auto'` chooses from",
     "accuracy": "error of every codec against a float64 reference (CPU twin, or --device cuda)",
     "info": "version, codecs, GPUs, peer access, settings in effect",

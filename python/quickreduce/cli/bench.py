@@ -3,10 +3,18 @@ peers on every size, check each result, and print/write/plot the comparison.
 
     quickreduce bench                              # all local GPUs, bf16, 8K..1G, all methods
     quickreduce bench --gpus 2 --sizes 8K:64M --methods 'nccl,qr_*' --plot bench.png
+    quickreduce bench --collective reduce_scatter,all_gather,all_to_all --dtype fp32
+    quickreduce bench --shared-gpu --collective all_reduce,reduce_scatter,all_gather,all_to_all
     quickreduce bench --from-csv bench/results/h200-x2.csv --plot h200-x2.png   # no GPU needed
 
 Runs one process per GPU (or in place under torchrun). Methods that cannot run here are listed
 with the reason at the end instead of failing the run. See harness.py for how times are taken.
+
+--collective picks what is timed (default all_reduce: the table, CSV and plot are what they were).
+Sizes and bus bandwidths are nccl-tests': size is the whole buffer (reduce-scatter: the input,
+all-gather: the output, all-to-all: the input); busbw = algbw * 2(n-1)/n for all-reduce and
+algbw * (n-1)/n for the others. --shared-gpu runs every rank on GPU 0 over gloo (one GPU is
+enough) to check results end to end: its timings mean nothing.
 """
 
 from __future__ import annotations
@@ -19,29 +27,41 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .report import (METHOD_LOSSY, QR_ROW_CODECS, complete_rows, device_tag, parse_size,
-                     parse_sizes, plot, print_results, read_csv, write_csv)
+from .report import (COLLECTIVE_METHODS, COLLECTIVES, QR_ROW_CODECS, complete_rows,
+                     device_tag, parse_size, parse_sizes, plot, print_results, read_csv, write_csv)
 
 DEFAULT_SIZES = "8K:1G"
 DEFAULT_TIMEOUT_S = 540  # under the device machines' 10-minute limit per command
 RESULTS_DIR = Path("bench") / "results"
+DEFAULT_ITERS, DEFAULT_WARMUP, DEFAULT_REPLAYS = "50,20,5", 2, 7
+# --shared-gpu checks results, its timings mean nothing: fewer sizes and calls than a real run.
+SHARED_SIZES, SHARED_ITERS, SHARED_WARMUP, SHARED_REPLAYS = "8K:32M:4", "3,2,1", 1, 2
+SHARED_GPU_BANNER = "shared GPU: timings are meaningless, results are checked"
 
 
 def build_parser(prog: str = "quickreduce bench") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--gpus", type=int, default=None, help="processes/GPUs (default: all local)")
-    p.add_argument("--sizes", default=DEFAULT_SIZES,
-                   help="START:END[:FACTOR] and/or a comma list, K/M/G suffixes (default 8K:1G)")
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    p.add_argument("--gpus", type=int, default=None,
+                   help="processes/GPUs (default: all local; 2 ranks with --shared-gpu)")
+    p.add_argument("--collective", action="append", default=None, metavar="NAME[,NAME]",
+                   help=f"what to time: {', '.join(COLLECTIVES)}; comma list or repeated "
+                        "(default all_reduce)")
+    p.add_argument("--sizes", default=None,
+                   help="START:END[:FACTOR] and/or a comma list, K/M/G suffixes (default 8K:1G; "
+                        f"{SHARED_SIZES} with --shared-gpu); nccl-tests' size: the whole buffer")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     p.add_argument("--methods", default="all",
                    help="comma list of names or patterns ('nccl,qr_*'); --list-methods shows them")
     p.add_argument("--codecs", default=None,
                    help="only these quickreduce codecs for the qr_<codec> rows (e.g. int4,fp8)")
-    p.add_argument("--iters", default="50,20,5",
-                   help="calls per CUDA graph for <1M,<=64M,larger sizes, or one number for all")
-    p.add_argument("--warmup", type=int, default=2, help="untimed graph replays")
-    p.add_argument("--replays", type=int, default=7, help="timed graph replays (median)")
+    p.add_argument("--iters", default=None,
+                   help="calls per CUDA graph for <1M,<=64M,larger sizes, or one number for all "
+                        f"(default {DEFAULT_ITERS}; {SHARED_ITERS} with --shared-gpu)")
+    p.add_argument("--warmup", type=int, default=None,
+                   help=f"untimed graph replays (default {DEFAULT_WARMUP})")
+    p.add_argument("--replays", type=int, default=None,
+                   help=f"timed graph replays (median; default {DEFAULT_REPLAYS})")
     p.add_argument("--max-size", default=None,
                    help="max_size of the quickreduce Communicator (default: the largest size)")
     p.add_argument("--peer-max-size", default="64M",
@@ -57,8 +77,23 @@ def build_parser(prog: str = "quickreduce bench") -> argparse.ArgumentParser:
                    help=f"kill the run after this many seconds (default {DEFAULT_TIMEOUT_S})")
     p.add_argument("--no-align-start", action="store_true",
                    help="time each replay from the host barrier alone, without first lining the GPUs up")
-    p.add_argument("--list-methods", action="store_true", help="list the known methods and exit")
+    p.add_argument("--shared-gpu", action="store_true",
+                   help="run every rank on GPU 0 over gloo (QUICKREDUCE_ALLOW_SHARED_GPU=1): checks "
+                        "results on one GPU; NCCL, symm_mem and FlashInfer rows are not run and the "
+                        "timings are meaningless")
+    p.add_argument("--list-methods", action="store_true",
+                   help="list the known methods (of the --collective ones) and exit")
     return p
+
+
+def parse_collectives(values: list[str] | None) -> list[str]:
+    """--collective values (each a comma list; repeats allowed) -> collectives in display order."""
+    names = [n.strip() for v in (values or ["all_reduce"]) for n in v.split(",") if n.strip()]
+    unknown = [n for n in names if n not in COLLECTIVES]
+    if unknown or not names:
+        raise ValueError(f"unknown collective {', '.join(unknown) or '(none)'}; "
+                         f"choose from {', '.join(COLLECTIVES)}")
+    return [c for c in COLLECTIVES if c in names]
 
 
 def parse_iters(text: str) -> tuple[int, int, int]:
@@ -70,20 +105,34 @@ def parse_iters(text: str) -> tuple[int, int, int]:
     return values[0], values[1], values[2]
 
 
-def select_methods(spec: str, codecs: str | None = None) -> list[str]:
-    """Known method names matching the comma list of names/patterns, in display order."""
-    known = list(METHOD_LOSSY)
+def select_methods(spec: str, codecs: str | None = None, collective: str = "all_reduce",
+                   strict: bool = True) -> list[str]:
+    """Known method names of `collective` matching the comma list of names/patterns, in display
+    order. `strict`: a pattern that matches none of them is an error."""
+    known = list(COLLECTIVE_METHODS[collective])
     patterns = [p.strip() for p in spec.split(",") if p.strip()]
     chosen = set()
     for pattern in patterns:
         matches = known if pattern == "all" else fnmatch.filter(known, pattern)
-        if not matches:
+        if not matches and strict:
             raise ValueError(f"no method matches {pattern!r}; known: {', '.join(known)}")
         chosen.update(matches)
     if codecs:
         wanted = {c.strip() for c in codecs.split(",") if c.strip()}
         chosen = {m for m in chosen if not _codec_of(m) or _codec_of(m) in wanted}
     return [m for m in known if m in chosen]
+
+
+def select_plan(spec: str, codecs: str | None, collectives: list[str]) -> dict[str, list[str]]:
+    """{collective: its methods matching `spec`}; a pattern must match a method of at least one
+    of the collectives (so 'symm_mem_two_shot' may go with --collective all_reduce,all_gather)."""
+    plan = {c: select_methods(spec, codecs, c, strict=False) for c in collectives}
+    for pattern in (p.strip() for p in spec.split(",") if p.strip()):
+        if pattern != "all" and not any(fnmatch.filter(COLLECTIVE_METHODS[c], pattern)
+                                        for c in collectives):
+            known = sorted({m for c in collectives for m in COLLECTIVE_METHODS[c]})
+            raise ValueError(f"no method matches {pattern!r}; known: {', '.join(known)}")
+    return plan
 
 
 def _codec_of(method: str) -> str | None:
@@ -102,20 +151,49 @@ def default_gpu_count() -> int:
     return torch.cuda.device_count()
 
 
-def usable_gpus(requested: int | None, tool: str) -> int:
-    """GPUs to run on (requested or all local); 0 after printing why when fewer than 2."""
-    gpus = requested or default_gpu_count()
+def usable_gpus(requested: int | None, tool: str, shared_gpu: bool = False) -> int:
+    """GPUs to run on (requested or all local); 0 after printing why when fewer than 2.
+    With `shared_gpu` it is the number of ranks (default 2), all on one GPU."""
+    gpus = requested or (2 if shared_gpu and "WORLD_SIZE" not in os.environ else default_gpu_count())
     if gpus < 2:
-        print(f"quickreduce {tool}: needs at least 2 GPUs, found {gpus}", file=sys.stderr)
+        what = "ranks" if shared_gpu else "GPUs"
+        print(f"quickreduce {tool}: needs at least 2 {what}, found {gpus}"
+              + ("" if shared_gpu else " (--shared-gpu runs every rank on one GPU)"),
+              file=sys.stderr)
         return 0
     return gpus
 
 
+def list_methods(collectives: list[str]) -> None:
+    """--list-methods: all-reduce's as they always printed; other collectives' under a header."""
+    for collective in collectives:
+        if collectives != ["all_reduce"]:
+            print(f"# {collective}")
+        for name, lossy in COLLECTIVE_METHODS[collective].items():
+            print(f"{name:22} {'lossy' if lossy else 'lossless'}")
+
+
+def default_csv_path(tag: str, collectives: list[str], shared_gpu: bool) -> Path:
+    """bench/results/<gpu>-x<n>.csv for all-reduce alone (as always); other collectives add their
+    names and a shared-GPU run '-shared', so neither overwrites the all-reduce results that
+    scripts/readme_table.py and `quickreduce tune --from-csv` read."""
+    name = tag
+    if collectives != ["all_reduce"]:
+        name += "-" + "-".join(collectives)
+    if shared_gpu:
+        name += "-shared"
+    return RESULTS_DIR / f"{name}.csv"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        collectives = parse_collectives(args.collective)
+    except ValueError as exc:
+        print(f"quickreduce bench: {exc}", file=sys.stderr)
+        return 2
     if args.list_methods:
-        for name, lossy in METHOD_LOSSY.items():
-            print(f"{name:22} {'lossy' if lossy else 'lossless'}")
+        list_methods(collectives)
         return 0
     if args.from_csv:
         return show_csv(args.from_csv, args.plot)
@@ -124,16 +202,22 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"quickreduce bench: {exc}", file=sys.stderr)
         return 2
-    gpus = usable_gpus(args.gpus, "bench")
+    gpus = usable_gpus(args.gpus, "bench", args.shared_gpu)
     if not gpus:
         return 2
     partial = Path(args.csv + ".partial") if args.csv else RESULTS_DIR / "bench.partial.csv"
     config = replace(config, partial_csv=str(partial))
     if os.environ.get("RANK", "0") == "0":
-        print(f"quickreduce bench: {gpus} GPUs, {args.dtype}, {len(config.sizes)} sizes, "
-              f"methods: {', '.join(config.methods)}", file=sys.stderr, flush=True)
+        if args.shared_gpu:
+            print(f"quickreduce bench: {SHARED_GPU_BANNER.upper()}", file=sys.stderr, flush=True)
+        what = "ranks on one shared GPU" if args.shared_gpu else "GPUs"
+        plan = config.plan()
+        methods = "; ".join(f"{c}: {', '.join(m)}" for c, m in plan.items()) \
+            if list(plan) != ["all_reduce"] else ", ".join(plan["all_reduce"])
+        print(f"quickreduce bench: {gpus} {what}, {args.dtype}, {len(config.sizes)} sizes, "
+              f"methods: {methods}", file=sys.stderr, flush=True)
     try:
-        result = run(config, gpus, args.timeout)
+        result = run(config, gpus, args.timeout, shared_gpu=args.shared_gpu)
     except RuntimeError as exc:  # launch.LaunchError: a rank failed or the run timed out
         print(f"quickreduce bench: {exc}", file=sys.stderr)
         if partial.exists():
@@ -142,39 +226,60 @@ def main(argv: list[str] | None = None) -> int:
     if result is None:  # a rank other than 0 under torchrun
         return 0
     rows = complete_rows(result["rows"], result["world_size"])
-    print_results(rows, result["notes"])
+    notes = list(result["notes"])
+    if args.shared_gpu:
+        notes.insert(0, SHARED_GPU_BANNER)
+    print_results(rows, notes)
     tag = device_tag(result["device"], result["world_size"])
-    csv_path = write_csv(rows, args.csv or RESULTS_DIR / f"{tag}.csv")
+    csv_path = write_csv(rows, args.csv or default_csv_path(tag, collectives, args.shared_gpu))
     print(f"wrote {csv_path}", file=sys.stderr)
     if partial.exists():
         partial.unlink()
     if args.plot and rows:
-        print(f"wrote {plot(rows, args.plot)}", file=sys.stderr)
+        note = SHARED_GPU_BANNER.upper() if args.shared_gpu else None
+        print(f"wrote {plot(rows, args.plot, note=note)}", file=sys.stderr)
+    if args.shared_gpu:
+        print(f"quickreduce bench: {SHARED_GPU_BANNER.upper()}", file=sys.stderr, flush=True)
     return 0
 
 
 def sweep_config(args: argparse.Namespace):
     from .harness import SweepConfig
 
+    shared = getattr(args, "shared_gpu", False)
+    collectives = parse_collectives(getattr(args, "collective", None))
+    plan = select_plan(args.methods, args.codecs, collectives)
+    if not any(plan.values()):
+        raise ValueError(f"--methods {args.methods!r} selects no method of {', '.join(collectives)}")
+    iters = args.iters or (SHARED_ITERS if shared else DEFAULT_ITERS)
+    warmup = args.warmup if args.warmup is not None else (SHARED_WARMUP if shared else DEFAULT_WARMUP)
+    replays = args.replays if args.replays is not None else (SHARED_REPLAYS if shared else DEFAULT_REPLAYS)
+    if replays < 1 or warmup < 0:
+        raise ValueError("--replays must be at least 1 and --warmup at least 0")
     return SweepConfig(
-        methods=select_methods(args.methods, args.codecs),
-        sizes=parse_sizes(args.sizes),
+        # All-reduce alone keeps the list form (what `quickreduce tune` passes too).
+        methods=plan["all_reduce"] if collectives == ["all_reduce"] else plan,
+        sizes=parse_sizes(args.sizes or (SHARED_SIZES if shared else DEFAULT_SIZES)),
         dtypes=[args.dtype],
-        iters=parse_iters(args.iters),
-        warmup=args.warmup,
-        replays=args.replays,
+        iters=parse_iters(iters),
+        warmup=warmup,
+        replays=replays,
         qr_max_bytes=parse_size(args.max_size) if args.max_size else None,
         peer_max_bytes=parse_size(args.peer_max_size),
         pool_budget_bytes=parse_size(args.pool_budget),
         align_start=not args.no_align_start,
+        shared_gpu=shared,
     )
 
 
-def run(config, gpus: int, timeout_s: float) -> dict[str, Any] | None:
-    """Run the sweep on `gpus` ranks; rank 0's result dict (None on other torchrun ranks)."""
+def run(config, gpus: int, timeout_s: float, shared_gpu: bool = False) -> dict[str, Any] | None:
+    """Run the sweep on `gpus` ranks; rank 0's result dict (None on other torchrun ranks).
+    `shared_gpu`: every rank on GPU 0 over gloo (config.shared_gpu should say so too)."""
     from . import harness, launch
 
-    return launch.spawn(harness.run_sweep, gpus, config, timeout_s=timeout_s)
+    if shared_gpu:
+        config = replace(config, shared_gpu=True)
+    return launch.spawn(harness.run_sweep, gpus, config, timeout_s=timeout_s, shared_gpu=shared_gpu)
 
 
 def show_csv(path: str, plot_path: str | None) -> int:

@@ -20,8 +20,20 @@ Timing, per (size, method):
   wait that long for its peers inside the timed replay, adding skew/K to every method's time
   at random (`align_start`; bench/NOTES.md run 85).
 
-Correctness, per (size, method): relative L2 error of one eager call against the float64 sum of
-all ranks' inputs (all-gathered), and whether every rank holds bitwise the same result.
+Correctness, per (size, method): relative L2 error of one eager call against a float64
+reference built from every rank's input (all-gathered; inputs are drawn from a seed per rank and
+size), and whether every rank holds bitwise the same result. Per collective:
+- all-reduce: the reference is the float64 sum; `identical` compares every rank's result.
+- reduce-scatter: the reference is block `rank` of that sum; each rank holds a different block,
+  so `identical` is None ("n/a").
+- all-gather: the reference is the concatenation of the inputs (exact rows give rel_err 0);
+  every rank must hold identical bits, lossy codecs included (their contract).
+- all-to-all: the reference is block `rank` of every rank's input, in rank order (exact rows give
+  rel_err 0); the blocks differ per rank, so `identical` is None ("n/a").
+
+Shared GPU (bench --shared-gpu): every rank on GPU 0 over gloo. The ranks' kernels take turns
+on the GPU, so the timings mean nothing; methods that need a GPU each (NCCL, torch symm_mem,
+FlashInfer) are not run; the correctness checks run as usual.
 """
 
 from __future__ import annotations
@@ -36,20 +48,25 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from .methods import Method, RunContext, SkipMethod, close_shared, make_method
+from .methods import (Method, RunContext, SkipMethod, close_shared, collective_numels,
+                      collective_skip_reason, make_method)
 from .peers import close_shared_peers
-from .report import complete_rows, human_size, write_csv
+from .report import REPLICATED_COLLECTIVES, complete_rows, human_size, write_csv
 
 L2_MULTIPLE = 4  # data touched per replay, in L2 sizes
 DEFAULT_L2_BYTES = 60 << 20
 SLEEP_CYCLES = 200_000  # ~0.1 ms at H200 clocks: room for the host to enqueue one replay
 CHECK_CHUNK = 16 << 20  # elements per chunk of the float64 error and equality checks
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+SHARED_GPU_SKIP = "shared GPU: needs a GPU per rank (the ranks share GPU 0 over gloo)"
+# torch 2.13 renamed the flat all-gather (the old name warns); the signature is the same.
+_ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
 @dataclass
 class SweepConfig:
-    methods: list[str]
+    # All-reduce methods, or {collective: its methods} (bench --collective).
+    methods: list[str] | dict[str, list[str]]
     sizes: list[int]
     dtypes: list[str]
     iters: tuple[int, int, int] = (50, 20, 5)  # calls per graph: < 1 MiB, <= 64 MiB, larger
@@ -62,6 +79,13 @@ class SweepConfig:
     warm_up_first_size: bool = True  # run the first size once untimed before the sweep
     align_start: bool = True  # line the GPUs up with a tiny all-reduce before each timed replay
     verbose: bool = True
+    shared_gpu: bool = False  # every rank on GPU 0 over gloo: results checked, timings meaningless
+
+    def plan(self) -> dict[str, list[str]]:
+        """{collective: method names}, in the order given."""
+        if isinstance(self.methods, dict):
+            return {c: list(m) for c, m in self.methods.items()}
+        return {"all_reduce": list(self.methods)}
 
 
 @dataclass
@@ -98,7 +122,9 @@ def run_sweep(rank: int, world_size: int, config: SweepConfig) -> dict[str, Any]
     props = torch.cuda.get_device_properties(device)
     l2_bytes = getattr(props, "L2_cache_size", 0) or DEFAULT_L2_BYTES
     state = SweepState(device_name=props.name)
-    progress = Progress(len(config.dtypes) * len(config.sizes) * len(config.methods),
+    plan = config.plan()
+    steps = sum(len(names) for names in plan.values())
+    progress = Progress(len(config.dtypes) * len(config.sizes) * steps,
                         enabled=rank == 0 and config.verbose)
     for dtype_name in config.dtypes:
         dtype = DTYPES[dtype_name]
@@ -110,37 +136,52 @@ def run_sweep(rank: int, world_size: int, config: SweepConfig) -> dict[str, Any]
             peer_max_bytes=config.peer_max_bytes,
             symm_pool_elems=max(graph_plan(s, True, config.iters, l2_bytes,
                                            config.pool_budget_bytes)[1] * s // element
-                                for s in config.sizes))
-        methods = _set_up(ctx, config.methods, state)
+                                for s in config.sizes),
+            shared_gpu=config.shared_gpu)
+        methods = {collective: _set_up(ctx, names, state, collective)
+                   for collective, names in plan.items()}
         # One untimed pass over the first size: its row used to be timed while the GPUs and the
         # host were still settling (the same one-shot kernel read 2.66, 2.48 and 2.28 us at 8 KB
         # as three methods of one row, bench/NOTES.md session 8). Same for every method.
         if config.warm_up_first_size and config.sizes:
-            _sweep_size(ctx, list(methods), config.sizes[0], config, l2_bytes, SweepState(),
-                        Progress(0, enabled=False))
+            for collective, mine in methods.items():
+                _sweep_size(ctx, list(mine), config.sizes[0], config, l2_bytes, SweepState(),
+                            Progress(0, enabled=False), collective, len(plan[collective]))
         for size in config.sizes:
-            _sweep_size(ctx, methods, size, config, l2_bytes, state, progress)
+            for collective, mine in methods.items():
+                _sweep_size(ctx, mine, size, config, l2_bytes, state, progress, collective,
+                            len(plan[collective]))
             if rank == 0 and config.partial_csv:
                 write_csv(complete_rows(state.rows, world_size), config.partial_csv)
-        _close(ctx, methods, state)
+        _close(ctx, [m for mine in methods.values() for m in mine], state)
     progress.close()
     if rank != 0:
         return None
     for (method, reason), sizes in state.skipped.items():
         state.notes.append(f"{method}: skipped at {_size_list(sizes)}: {reason}")
     return {"rows": state.rows, "notes": state.notes, "device": state.device_name,
-            "world_size": world_size, "dtypes": config.dtypes}
+            "world_size": world_size, "dtypes": config.dtypes, "shared_gpu": config.shared_gpu}
 
 
-def _set_up(ctx: RunContext, names: list[str], state: SweepState) -> list[Method]:
+def _label(name: str, collective: str) -> str:
+    """How notes name a method: as before for all-reduce, 'reduce_scatter/nccl' for the others."""
+    return name if collective == "all_reduce" else f"{collective}/{name}"
+
+
+def _set_up(ctx: RunContext, names: list[str], state: SweepState,
+            collective: str = "all_reduce") -> list[Method]:
     methods = []
     for name in names:
-        method = make_method(name)
+        method = make_method(name, collective)
+        if ctx.shared_gpu and not method.shared_gpu_ok:
+            state.notes.append(f"{_label(name, collective)}: not run ({ctx.dtype_name}): "
+                               f"{SHARED_GPU_SKIP}")
+            continue
         error = _agreed(ctx, lambda: method.setup(ctx))
         if error is None:
             methods.append(method)
         else:
-            state.notes.append(f"{name}: not run ({ctx.dtype_name}): {error}")
+            state.notes.append(f"{_label(name, collective)}: not run ({ctx.dtype_name}): {error}")
             _agreed(ctx, method.close)  # release whatever a half-done setup holds
         _barrier(ctx)
     return methods
@@ -150,7 +191,7 @@ def _close(ctx: RunContext, methods: list[Method], state: SweepState) -> None:
     for method in methods:
         error = _agreed(ctx, method.close)
         if error:
-            state.notes.append(f"{method.name}: close failed: {error}")
+            state.notes.append(f"{_label(method.name, method.collective)}: close failed: {error}")
     for closer in (close_shared_peers, close_shared):
         error = _agreed(ctx, lambda: closer(ctx))
         if error:
@@ -159,18 +200,27 @@ def _close(ctx: RunContext, methods: list[Method], state: SweepState) -> None:
 
 
 def _sweep_size(ctx: RunContext, methods: list[Method], size: int, config: SweepConfig,
-                l2_bytes: int, state: SweepState, progress: "Progress") -> None:
-    numel = size // torch.tensor([], dtype=ctx.dtype).element_size()
-    check_input = _random(numel, ctx, seed=_seed(ctx.rank, size, 0))
-    reference = _float64_sum(check_input, ctx)
-    progress.advance(len(config.methods) - len(methods))  # methods not set up, or dropped
-    progress.show(f"{ctx.dtype_name} {human_size(size):>5}", log=True)
+                l2_bytes: int, state: SweepState, progress: "Progress",
+                collective: str = "all_reduce", planned: int | None = None) -> None:
+    title = "" if collective == "all_reduce" else f" {collective}"
+    progress.advance((len(config.methods) if planned is None else planned) - len(methods))
+    progress.show(f"{ctx.dtype_name} {human_size(size):>5}{title}", log=True)
+    reason = collective_skip_reason(collective, size, ctx.world_size)
+    if reason:
+        for method in methods:
+            progress.advance(1)
+            state.skipped.setdefault((_label(method.name, collective), reason), []).append(size)
+        return
+    element = torch.tensor([], dtype=ctx.dtype).element_size()
+    in_numel, _ = collective_numels(collective, size, element, ctx.world_size)
+    check_input = _random(in_numel, ctx, seed=_seed(ctx.rank, size, 0))
+    reference = _reference(collective, check_input, ctx)
     for method in list(methods):
-        progress.show(f"{ctx.dtype_name} {human_size(size):>5} {method.name}")
+        progress.show(f"{ctx.dtype_name} {human_size(size):>5}{title} {method.name}")
         progress.advance(1)
         reason = method.skip_reason(size)
         if reason:
-            state.skipped.setdefault((method.name, reason), []).append(size)
+            state.skipped.setdefault((_label(method.name, collective), reason), []).append(size)
             continue
         measured: dict[str, Any] = {}
         error = _agreed(ctx, lambda: measured.update(
@@ -178,21 +228,22 @@ def _sweep_size(ctx: RunContext, methods: list[Method], size: int, config: Sweep
         if error is None:
             state.rows.append({"size": size, "method": method.name, "lossy": method.lossy,
                                "dtype": ctx.dtype_name, "device": state.device_name,
-                               **measured})
+                               "collective": collective, **measured})
         else:
             methods.remove(method)  # a method that failed once is not trusted with larger sizes
-            state.notes.append(f"{method.name}: failed at {human_size(size)} ({ctx.dtype_name}), "
-                               f"dropped for the rest of the run: {error}")
+            state.notes.append(f"{_label(method.name, collective)}: failed at {human_size(size)} "
+                               f"({ctx.dtype_name}), dropped for the rest of the run: {error}")
         _barrier(ctx)
 
 
 def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tensor,
              reference: torch.Tensor, config: SweepConfig, l2_bytes: int) -> dict[str, Any]:
-    numel = check_input.numel()
+    in_numel, out_numel = collective_numels(method.collective, size, check_input.element_size(),
+                                            ctx.world_size)
     calls, buffers = graph_plan(size, method.inplace, config.iters, l2_bytes,
                                 config.pool_budget_bytes)
-    inputs = method.alloc_inputs(buffers, numel)
-    outputs = None if method.inplace else torch.empty_like(inputs)
+    inputs = method.alloc_inputs(buffers, in_numel)
+    outputs = None if method.inplace else method.alloc_outputs(buffers, out_numel)
 
     def output(i: int) -> torch.Tensor | None:
         return None if outputs is None else outputs[i % buffers]
@@ -203,7 +254,8 @@ def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tens
     torch.cuda.synchronize()
     method.raise_async_errors()
     rel_err = _relative_error(result, reference, ctx)
-    identical = _identical_on_all_ranks(result, ctx)
+    identical = (_identical_on_all_ranks(result, ctx)
+                 if method.collective in REPLICATED_COLLECTIVES else None)
 
     # Timing: K calls in one graph over B buffers of fresh random data.
     generator = torch.Generator(device=ctx.device).manual_seed(_seed(ctx.rank, size, 1))
@@ -219,7 +271,8 @@ def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tens
             method.run(inputs[i % buffers], output(i))
     method.after_capture()
     per_call_us = _time_graph(ctx, graph, calls, config.warmup, config.replays,
-                              refill if method.inplace else None, config.align_start)
+                              refill if method.inplace else None,
+                              config.align_start and not ctx.shared_gpu)
     method.raise_async_errors()
     del graph
     return {"time_us": per_call_us, "rel_err": rel_err, "identical": identical,
@@ -262,11 +315,39 @@ def _random(numel: int, ctx: RunContext, seed: int) -> torch.Tensor:
     return torch.randn(numel, generator=generator, dtype=ctx.dtype, device=ctx.device)
 
 
+def _reference(collective: str, local: torch.Tensor, ctx: RunContext) -> torch.Tensor:
+    """What this rank's output must be, from every rank's `local` input: float64 for the sums,
+    the inputs' own dtype for the data movers (exact copies; _relative_error upcasts)."""
+    if collective == "all_reduce":
+        return _float64_sum(local, ctx)
+    if collective == "reduce_scatter":
+        block = local.numel() // ctx.world_size
+        return _float64_sum(local, ctx)[ctx.rank * block:(ctx.rank + 1) * block].clone()
+    if collective == "all_gather":
+        return _gather(local, ctx).reshape(-1)
+    if collective == "all_to_all":
+        # Rank s's block `rank`, for every s: one all-gather per block, each rank keeping its own,
+        # so no rank holds more than one output's worth of the others' data at a time.
+        block = local.numel() // ctx.world_size
+        reference = None
+        for owner in range(ctx.world_size):
+            gathered = _gather(local[owner * block:(owner + 1) * block].contiguous(), ctx)
+            if owner == ctx.rank:
+                reference = gathered.reshape(-1)
+        return reference
+    raise ValueError(f"unknown collective {collective!r}")
+
+
+def _gather(local: torch.Tensor, ctx: RunContext) -> torch.Tensor:
+    """[world_size, numel]: every rank's `local`, in rank order."""
+    gathered = torch.empty(ctx.world_size * local.numel(), dtype=local.dtype, device=ctx.device)
+    _ALL_GATHER(gathered, local, group=ctx.group)  # the flat form: every backend
+    return gathered.view(ctx.world_size, local.numel())
+
+
 def _float64_sum(local: torch.Tensor, ctx: RunContext) -> torch.Tensor:
     """The exact all-reduce of everyone's `local`, in float64."""
-    gathered = torch.empty(ctx.world_size * local.numel(), dtype=local.dtype, device=ctx.device)
-    dist.all_gather_into_tensor(gathered, local, group=ctx.group)  # the flat form: every backend
-    gathered = gathered.view(ctx.world_size, local.numel())
+    gathered = _gather(local, ctx)
     reference = torch.empty(local.numel(), dtype=torch.float64, device=ctx.device)
     for begin in range(0, local.numel(), CHECK_CHUNK):
         end = begin + CHECK_CHUNK
@@ -278,8 +359,10 @@ def _relative_error(result: torch.Tensor, reference: torch.Tensor, ctx: RunConte
     """||result - reference|| / ||reference|| (float64), the worst rank's."""
     flat = result.reshape(-1)
     sums = torch.zeros(2, dtype=torch.float64, device=ctx.device)
+    if flat.numel() != reference.numel():
+        raise RuntimeError(f"result has {flat.numel()} values; the reference {reference.numel()}")
     for begin in range(0, flat.numel(), CHECK_CHUNK):
-        ref = reference[begin:begin + CHECK_CHUNK]
+        ref = reference[begin:begin + CHECK_CHUNK].double()
         sums[0] += (flat[begin:begin + CHECK_CHUNK].double() - ref).square().sum()
         sums[1] += ref.square().sum()
     error = (sums[0] / sums[1]).sqrt().nan_to_num(nan=float("inf")).reshape(1)

@@ -9,6 +9,10 @@ could never exit, and files survive a child that is killed after it reported.
 
 Under torchrun (RANK and WORLD_SIZE set) the function runs in this process instead, and every
 rank gets its own return value.
+
+`shared_gpu=True` puts every rank on GPU 0 with a gloo group (NCCL refuses two ranks on one GPU)
+and sets QUICKREDUCE_ALLOW_SHARED_GPU=1, as tests/gpu/harness.py's shared mode does: the ranks'
+kernels take turns on the GPU, which checks results but says nothing of speed.
 """
 
 from __future__ import annotations
@@ -71,14 +75,19 @@ def under_torchrun() -> bool:
 
 
 def init_process_group(rank: int, world_size: int, local_rank: int, *, backend: str = "nccl",
-                       timeout_s: float = 600.0) -> None:
-    """Bind this process to its GPU and join the default process group (env:// rendezvous)."""
+                       timeout_s: float = 600.0, shared_gpu: bool = False) -> None:
+    """Bind this process to its GPU and join the default process group (env:// rendezvous).
+    With `shared_gpu`, every rank binds to GPU 0 and the group is gloo."""
     import inspect
 
     import torch
     import torch.distributed as dist
 
     apply_safe_env()
+    if shared_gpu:
+        os.environ["QUICKREDUCE_ALLOW_SHARED_GPU"] = "1"
+        backend = "gloo"
+        torch.cuda.set_device(0)
     kwargs: dict[str, Any] = {"backend": backend, "rank": rank, "world_size": world_size,
                               "timeout": timedelta(seconds=timeout_s)}
     if backend == "nccl":
@@ -91,17 +100,24 @@ def init_process_group(rank: int, world_size: int, local_rank: int, *, backend: 
 
 
 def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, timeout_s: float = 600.0,
-          grace_s: float = 10.0, backend: str = "nccl") -> Any:
+          grace_s: float = 10.0, backend: str = "nccl", shared_gpu: bool = False) -> Any:
     """Run `fn(rank, nprocs, *args)` on `nprocs` ranks; return rank 0's return value.
 
     `fn` and `args` must be picklable (a module-level function). Raises LaunchError if any rank
     fails, LaunchTimeout if they are not done after `timeout_s`; either way every child is
-    killed before this returns. `backend="gloo"` runs without GPUs (used by the CPU tests).
+    killed before this returns. `backend="gloo"` runs without GPUs (used by the CPU tests);
+    `shared_gpu=True` runs every rank on GPU 0 over gloo (see the module docstring).
     """
     apply_safe_env()
     if under_torchrun():
-        return _run_in_this_process(fn, args, timeout_s=timeout_s, backend=backend)
-    if backend == "nccl":
+        return _run_in_this_process(fn, args, timeout_s=timeout_s, backend=backend,
+                                    shared_gpu=shared_gpu)
+    if shared_gpu:
+        import torch
+
+        if torch.cuda.device_count() < 1:
+            raise LaunchError("--shared-gpu needs one visible GPU; found none")
+    elif backend == "nccl":
         import torch
 
         available = torch.cuda.device_count()
@@ -116,7 +132,8 @@ def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, timeout_s: float = 60
         workdir = Path(tmp)
         procs = [
             context.Process(target=_child_main, name=f"quickreduce-rank{rank}",
-                            args=(fn, rank, nprocs, port, str(workdir), timeout_s, backend, args))
+                            args=(fn, rank, nprocs, port, str(workdir), timeout_s, backend, args,
+                                  shared_gpu))
             for rank in range(nprocs)
         ]
         try:
@@ -132,11 +149,12 @@ def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, timeout_s: float = 60
             return pickle.load(f)
 
 
-def _run_in_this_process(fn, args, *, timeout_s: float, backend: str):
+def _run_in_this_process(fn, args, *, timeout_s: float, backend: str, shared_gpu: bool = False):
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    init_process_group(rank, world_size, local_rank, backend=backend, timeout_s=timeout_s)
+    init_process_group(rank, world_size, local_rank, backend=backend, timeout_s=timeout_s,
+                       shared_gpu=shared_gpu)
     return fn(rank, world_size, *args)
 
 
@@ -194,7 +212,7 @@ def _failure_report(procs, workdir: Path) -> str:
 
 
 def _child_main(fn, rank: int, world_size: int, port: int, workdir: str, timeout_s: float,
-                backend: str, args) -> None:
+                backend: str, args, shared_gpu: bool = False) -> None:
     """Body of one child process. Always leaves through os._exit: a normal interpreter exit runs
     NCCL/CUDA teardown, which can block forever when a peer is gone."""
     out = Path(workdir)
@@ -203,7 +221,8 @@ def _child_main(fn, rank: int, world_size: int, port: int, workdir: str, timeout
                       LOCAL_WORLD_SIZE=str(world_size))
     code = 0
     try:
-        init_process_group(rank, world_size, rank, backend=backend, timeout_s=timeout_s)
+        init_process_group(rank, world_size, rank, backend=backend, timeout_s=timeout_s,
+                           shared_gpu=shared_gpu)
         result = fn(rank, world_size, *args)
         if rank == 0:
             partial = out / (_RESULT_FILE + ".part")

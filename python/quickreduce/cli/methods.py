@@ -1,10 +1,14 @@
-"""One small adapter per all-reduce that `quickreduce bench` compares.
+"""One small adapter per collective implementation that `quickreduce bench` compares.
 
 An adapter allocates what its method needs once (`setup`, collective), says which sizes it cannot
 do (`skip_reason`), provides input buffers (`alloc_inputs`: symmetric memory for torch's ops) and
-launches one all-reduce on the current stream (`run`), the same way eagerly and under CUDA-graph
-capture. `after_capture` runs after each capture (vLLM registers graph buffers there); `close`
-at the end. Peers from FlashInfer live in peers.py; `make_method` knows them all.
+launches one call of its collective on the current stream (`run`), the same way eagerly and under
+CUDA-graph capture. `after_capture` runs after each capture (vLLM registers graph buffers there);
+`close` at the end. Peers from FlashInfer live in peers.py; `make_method` knows them all.
+
+Every adapter does one collective (`collective`, default all-reduce; `run(inp, out)` gets flat
+buffers shaped as `collective_numels` says). Reduce-scatter, all-gather and all-to-all have NCCL
+(through torch.distributed), torch symmetric memory where it has the op, and quickreduce per codec.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from .report import METHOD_LOSSY, QR_CODECS, QR_ROW_CODECS
+from .report import EXCHANGE_METHOD_LOSSY, METHOD_LOSSY, QR_CODECS, QR_ROW_CODECS
 
 
 class SkipMethod(Exception):
@@ -31,18 +35,43 @@ class RunContext:
     device: torch.device
     group: Any
     dtype: torch.dtype
-    dtype_name: str  # "bf16" | "fp16"
+    dtype_name: str  # "bf16" | "fp16" | "fp32"
     max_bytes: int  # largest benchmarked size
     qr_max_bytes: int  # max_size of the quickreduce Communicator
     peer_max_bytes: int  # workspace size of the FlashInfer peers (vLLM, TRT-LLM)
     symm_pool_elems: int  # elements of the symmetric-memory input pool
     shared: dict[str, Any] = field(default_factory=dict)
+    shared_gpu: bool = False  # every rank on one GPU, over gloo (bench --shared-gpu)
+
+
+def collective_numels(collective: str, size_bytes: int, element: int, world_size: int
+                      ) -> tuple[int, int]:
+    """(input values, output values) of one rank's call at nccl-tests' size (the whole buffer:
+    all-reduce the tensor, reduce-scatter the input, all-gather the output, all-to-all the input)."""
+    values = size_bytes // element
+    if collective == "all_reduce" or collective == "all_to_all":
+        return values, values
+    if collective == "reduce_scatter":
+        return values, values // world_size
+    if collective == "all_gather":
+        return values // world_size, values
+    raise ValueError(f"unknown collective {collective!r}")
+
+
+def collective_skip_reason(collective: str, size_bytes: int, world_size: int) -> str | None:
+    """Why no method can run `collective` at this size (None if they can): the segment collectives
+    split the buffer into one block per rank, and every block must be whole 16-byte vectors."""
+    if collective != "all_reduce" and size_bytes % (16 * world_size):
+        return f"size is not {world_size} blocks of whole 16-byte vectors"
+    return None
 
 
 class Method:
     name = ""
     lossy = False
     inplace = False  # the result overwrites the input (so inputs grow and need refreshing)
+    collective = "all_reduce"
+    shared_gpu_ok = False  # runs with every rank on one GPU over gloo (--shared-gpu)
 
     def setup(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -51,6 +80,9 @@ class Method:
         return None
 
     def alloc_inputs(self, rows: int, numel: int) -> torch.Tensor:
+        return torch.empty((rows, numel), dtype=self.ctx.dtype, device=self.ctx.device)
+
+    def alloc_outputs(self, rows: int, numel: int) -> torch.Tensor:
         return torch.empty((rows, numel), dtype=self.ctx.dtype, device=self.ctx.device)
 
     def run(self, inp: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
@@ -77,6 +109,45 @@ class NcclMethod(Method):
         return inp
 
 
+# torch 2.13 renamed the flat forms (the old names warn); the signatures are the same.
+_REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+_ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
+class NcclReduceScatterMethod(Method):
+    """`dist.reduce_scatter_tensor(out, inp)` (reduce_scatter_single in newer torch); it reduces in
+    the tensors' dtype (fp32 with --dtype fp32)."""
+
+    name = "nccl"
+    collective = "reduce_scatter"
+
+    def run(self, inp, out):
+        _REDUCE_SCATTER(out, inp, group=self.ctx.group)
+        return out
+
+
+class NcclAllGatherMethod(Method):
+    """`dist.all_gather_into_tensor(out, inp)` (all_gather_single in newer torch)."""
+
+    name = "nccl"
+    collective = "all_gather"
+
+    def run(self, inp, out):
+        _ALL_GATHER(out, inp, group=self.ctx.group)
+        return out
+
+
+class NcclAllToAllMethod(Method):
+    """`dist.all_to_all_single(out, inp)`, even splits."""
+
+    name = "nccl"
+    collective = "all_to_all"
+
+    def run(self, inp, out):
+        dist.all_to_all_single(out, inp, group=self.ctx.group)
+        return out
+
+
 # --------------------------------------------------------------------------- torch symm_mem
 
 class SymmMemMethod(Method):
@@ -98,14 +169,11 @@ class SymmMemMethod(Method):
             raise SkipMethod(f"torch {torch.__version__} has no torch.ops.symm_mem.{wanted[0]}")
         self.op = getattr(ops, found[0])
         self.op_name = found[0]
-        if ctx.dtype != torch.bfloat16:
+        if ctx.dtype not in (torch.bfloat16, torch.float32):
             # The symm_mem all-reduce kernels dispatch on float32 and bfloat16 only.
             raise SkipMethod(f"torch symm_mem all-reduce has no {ctx.dtype_name} kernel")
         self.group_name = ctx.group.group_name
-        self.pool = ctx.shared.get("symm_pool")
-        if self.pool is None:
-            self.pool = _symmetric_pool(ctx)
-            ctx.shared["symm_pool"] = self.pool
+        self.pool = _shared_symmetric_pool(ctx)
 
     def alloc_inputs(self, rows, numel):
         if rows * numel > self.pool.numel():
@@ -121,20 +189,123 @@ class SymmMemMethod(Method):
 
 
 def _symmetric_pool(ctx: RunContext) -> torch.Tensor:
+    symm_mem = _symm_mem_module(ctx)
+    pool = symm_mem.empty(ctx.symm_pool_elems, dtype=ctx.dtype, device=ctx.device)
+    symm_mem.rendezvous(pool, ctx.group.group_name)
+    return pool
+
+
+def _shared_symmetric_pool(ctx: RunContext) -> torch.Tensor:
+    pool = ctx.shared.get("symm_pool")
+    if pool is None:
+        pool = ctx.shared["symm_pool"] = _symmetric_pool(ctx)
+    return pool
+
+
+def _symm_mem_module(ctx: RunContext):
     import torch.distributed._symmetric_memory as symm_mem
 
     version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
     if version < (2, 11) and hasattr(symm_mem, "enable_symm_mem_for_group"):
-        symm_mem.enable_symm_mem_for_group(ctx.group.group_name)  # older torch needs this first
-    pool = symm_mem.empty(ctx.symm_pool_elems, dtype=ctx.dtype, device=ctx.device)
-    symm_mem.rendezvous(pool, ctx.group.group_name)
-    return pool
+        if not ctx.shared.get("symm_enabled"):
+            symm_mem.enable_symm_mem_for_group(ctx.group.group_name)  # older torch needs this first
+            ctx.shared["symm_enabled"] = True
+    return symm_mem
+
+
+class SymmMemReduceScatterMethod(Method):
+    """`torch.ops.symm_mem.reduce_scatter_out(inp, group, False, out)`: torch's two-shot all-reduce
+    kernel stopped after its reduce-scatter half (peer loads over NVLink, no multicast). Inputs are
+    row views of the shared symmetric pool, as for the all-reduce ops (the op takes the storage
+    offset)."""
+
+    name = "symm_mem"
+    collective = "reduce_scatter"
+
+    def setup(self, ctx):
+        super().setup(ctx)
+        ops = getattr(torch.ops, "symm_mem", None)
+        if ops is None or not hasattr(ops, "reduce_scatter_out"):
+            raise SkipMethod(f"torch {torch.__version__} has no torch.ops.symm_mem.reduce_scatter_out")
+        if ctx.dtype not in (torch.bfloat16, torch.float32):
+            raise SkipMethod(f"torch symm_mem reduce-scatter has no {ctx.dtype_name} kernel "
+                             "(it dispatches on float32 and bfloat16 only)")
+        self.op = ops.reduce_scatter_out
+        self.group_name = ctx.group.group_name
+        self.pool = _shared_symmetric_pool(ctx)
+
+    def alloc_inputs(self, rows, numel):
+        if rows * numel > self.pool.numel():
+            raise RuntimeError(f"symmetric pool too small: {rows} x {numel} > {self.pool.numel()}")
+        return self.pool[: rows * numel].view(rows, numel)
+
+    def run(self, inp, out):
+        return self.op(inp, self.group_name, False, out)
+
+
+class SymmMemAllGatherMethod(Method):
+    """`torch.ops.symm_mem._low_contention_all_gather(inp, group)`: the only all-gather of torch
+    symmetric memory that needs no NVLink multicast (`multimem_all_gather_out` does, and multicast
+    stays off). It copies the input into the group's symmetric workspace, then pulls every peer's
+    block with copy-engine copies on a side stream, between two barriers, into a tensor it
+    allocates. The current stream waits for that side stream after each call (the op leaves the
+    join to its caller), which is also what makes it capturable.
+
+    Inputs are ordinary tensors: the op reads a symmetric input from the start of its allocation
+    whatever the view, so rows of one pool would all read row 0. The workspace is sized once in
+    setup (it cannot grow during capture)."""
+
+    name = "symm_mem"
+    collective = "all_gather"
+
+    def setup(self, ctx):
+        super().setup(ctx)
+        ops = getattr(torch.ops, "symm_mem", None)
+        symm_mem = _symm_mem_module(ctx)
+        if ops is None or not hasattr(ops, "_low_contention_all_gather"):
+            raise SkipMethod(f"torch {torch.__version__} has no "
+                             "torch.ops.symm_mem._low_contention_all_gather (its "
+                             "multimem_all_gather_out needs NVLink multicast, which stays off)")
+        for name in ("get_symm_mem_workspace", "_get_backend_stream"):
+            if not hasattr(symm_mem, name):
+                raise SkipMethod(f"torch {torch.__version__} has no "
+                                 f"torch.distributed._symmetric_memory.{name}")
+        self.op = ops._low_contention_all_gather
+        self.side_stream = symm_mem._get_backend_stream
+        self.group_name = ctx.group.group_name
+        # The largest input: an all-gather's size is its output, W inputs.
+        symm_mem.get_symm_mem_workspace(self.group_name, ctx.max_bytes // ctx.world_size)
+
+    def alloc_outputs(self, rows, numel):
+        return torch.empty((rows, 0), dtype=self.ctx.dtype, device=self.ctx.device)  # unused
+
+    def run(self, inp, out):
+        result = self.op(inp, self.group_name)
+        torch.cuda.current_stream().wait_stream(self.side_stream())
+        return result
+
+
+class SymmMemAllToAllMethod(Method):
+    """torch symmetric memory's all-to-all ops (`all_to_all_vdev`, `nvshmem_all_to_all`) run on
+    the NVSHMEM backend only, which must be chosen before the first symmetric allocation and then
+    holds for the whole process (the all-reduce and reduce-scatter rows use the CUDA backend's
+    pool): not benchmarked. The adapter exists so the run says so."""
+
+    name = "symm_mem"
+    collective = "all_to_all"
+
+    def setup(self, ctx):
+        super().setup(ctx)
+        raise SkipMethod("torch symm_mem's all-to-all (all_to_all_vdev, nvshmem_all_to_all) needs "
+                         "the NVSHMEM backend; the bench's symmetric memory uses the CUDA backend")
 
 
 # --------------------------------------------------------------------------- quickreduce
 
 class QuickReduceMethod(Method):
     """`Communicator.all_reduce(x, out=..., codec=..., algo=...)`; one Communicator is shared."""
+
+    shared_gpu_ok = True  # QUICKREDUCE_ALLOW_SHARED_GPU=1 lets its ranks share a GPU
 
     def __init__(self, name: str, algo: str, codec: str | None):
         self.name = name
@@ -156,6 +327,10 @@ class QuickReduceMethod(Method):
         self.codec = self.codec_request or ctx.dtype_name
         if self.codec in QR_ROW_CODECS and self.codec not in names:
             raise SkipMethod(f"codec {self.codec} not built (codecs: {', '.join(names)})")
+        if self.collective == "all_reduce" and ctx.dtype == torch.float32 and self.algo == "one_shot":
+            raise SkipMethod("float32 all-reduces run as reduce-scatter + all-gather: no one-shot")
+        if not hasattr(qr.Communicator, self.collective):
+            raise SkipMethod(f"this quickreduce has no Communicator.{self.collective}")
         self.comm = ctx.shared.get("qr_comm")
         if self.comm is None:
             try:
@@ -181,6 +356,22 @@ class QuickReduceMethod(Method):
             check()
 
 
+class QuickReduceExchangeMethod(QuickReduceMethod):
+    """`Communicator.reduce_scatter / all_gather / all_to_all(x, out=..., codec=...)` (even splits);
+    codec None is the passthrough in the benchmark's dtype (fp16, bf16 or fp32: exact)."""
+
+    def __init__(self, name: str, collective: str, codec: str | None):
+        super().__init__(name, "exchange", codec)
+        self.collective = collective
+        self.lossy = EXCHANGE_METHOD_LOSSY.get(name, codec not in (None, "lossless"))
+
+    def skip_reason(self, nbytes):
+        return None
+
+    def run(self, inp, out):
+        return getattr(self.comm, self.collective)(inp, out=out, codec=self.codec)
+
+
 def close_shared(ctx: RunContext) -> None:
     """Release what adapters share (collective: every rank calls it at the same point)."""
     comm = ctx.shared.pop("qr_comm", None)
@@ -190,6 +381,25 @@ def close_shared(ctx: RunContext) -> None:
 
 
 # --------------------------------------------------------------------------- registry
+
+EXCHANGE_NCCL: dict[str, Callable[[], Method]] = {
+    "reduce_scatter": NcclReduceScatterMethod, "all_gather": NcclAllGatherMethod,
+    "all_to_all": NcclAllToAllMethod}
+EXCHANGE_SYMM_MEM: dict[str, Callable[[], Method]] = {
+    "reduce_scatter": SymmMemReduceScatterMethod, "all_gather": SymmMemAllGatherMethod,
+    "all_to_all": SymmMemAllToAllMethod}
+
+
+def _exchange_methods(collective: str) -> dict[str, Callable[[], Method]]:
+    methods: dict[str, Callable[[], Method]] = {
+        "nccl": EXCHANGE_NCCL[collective],
+        "symm_mem": EXCHANGE_SYMM_MEM[collective],
+        "qr_passthrough": lambda: QuickReduceExchangeMethod("qr_passthrough", collective, None),
+    }
+    for codec in QR_ROW_CODECS:
+        methods[f"qr_{codec}"] = lambda c=codec: QuickReduceExchangeMethod(f"qr_{c}", collective, c)
+    return methods
+
 
 def _own_methods() -> dict[str, Callable[[], Method]]:
     methods: dict[str, Callable[[], Method]] = {
@@ -207,10 +417,16 @@ def _own_methods() -> dict[str, Callable[[], Method]]:
     return methods
 
 
-def make_method(name: str) -> Method:
+def make_method(name: str, collective: str = "all_reduce") -> Method:
+    """The adapter of one method of one collective (the FlashInfer peers are all-reduces)."""
     from .peers import PEER_METHODS
 
-    factories = {**_own_methods(), **PEER_METHODS}
+    if collective == "all_reduce":
+        factories = {**_own_methods(), **PEER_METHODS}
+    elif collective in EXCHANGE_NCCL:
+        factories = _exchange_methods(collective)
+    else:
+        raise KeyError(f"unknown collective {collective!r}")
     if name not in factories:
-        raise KeyError(f"unknown method {name!r}")
+        raise KeyError(f"unknown {collective} method {name!r}")
     return factories[name]()

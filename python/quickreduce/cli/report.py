@@ -1,5 +1,11 @@
 """Everything about benchmark results that needs no GPU: sizes, bandwidth math, the terminal
-tables, CSV files and plots. Rows are plain dicts with the CSV columns below."""
+tables, CSV files and plots. Rows are plain dicts with the CSV columns below.
+
+Every row belongs to one collective (the `collective` column; rows without one, as in CSVs written
+before it existed, are all-reduce rows). Sizes, counts and bus bandwidths follow nccl-tests:
+"size" is the whole buffer (all-reduce: the tensor; reduce-scatter: the input; all-gather: the
+output; all-to-all: the input), "count" is nccl-tests' count (all-reduce: values in the tensor;
+the others: values per rank's block), and busbw = algbw * `bus_factor`."""
 
 from __future__ import annotations
 
@@ -12,8 +18,20 @@ from typing import Any, Iterable
 from ..tuning import gpu_slug
 
 # One row per (size, method); the first ten columns follow nccl-tests' naming.
+# `collective` comes last so readers that know the older columns find them where they were.
 CSV_COLUMNS = ["size", "count", "type", "method", "time_us", "algbw_GBps", "busbw_GBps",
-               "vs_nccl", "rel_err", "identical", "lossy", "device", "world_size", "dtype"]
+               "vs_nccl", "rel_err", "identical", "lossy", "device", "world_size", "dtype",
+               "collective"]
+
+# The collectives `quickreduce bench --collective` knows, in display order, and their titles.
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+COLLECTIVE_TITLES = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
+                     "all_gather": "all-gather", "all_to_all": "all-to-all"}
+# Collectives after which every rank holds the same result: the `identical` column checks that
+# they agree bitwise. After a reduce-scatter or an all-to-all each rank holds a different block by
+# design, so there is nothing to compare across ranks: `identical` is None there ("n/a"), and
+# rel_err against the float64 reference is the whole check (0 for the exact all-to-all rows).
+REPLICATED_COLLECTIVES = ("all_reduce", "all_gather")
 
 # quickreduce's codecs with a bench row each (qr_<codec>): the lossy ones, then the lossless packing.
 QR_CODECS = ("int8", "fp8", "int6", "int4", "fp4")
@@ -27,9 +45,15 @@ METHOD_LOSSY = {
     "flashinfer_fp8": True, "qr_int8": True, "qr_fp8": True, "qr_int6": True, "qr_int4": True,
     "qr_fp4": True, "qr_auto_int4": True,
 }
+# The same for the segment collectives (reduce-scatter, all-gather, all-to-all): NCCL, torch symmetric
+# memory's op where it has one, quickreduce passthrough (the benchmark's dtype, exact) and per codec.
+EXCHANGE_METHOD_LOSSY = {"nccl": False, "symm_mem": False, "qr_passthrough": False,
+                         "qr_lossless": False, **{f"qr_{codec}": True for codec in QR_CODECS}}
+COLLECTIVE_METHODS = {"all_reduce": METHOD_LOSSY, "reduce_scatter": EXCHANGE_METHOD_LOSSY,
+                      "all_gather": EXCHANGE_METHOD_LOSSY, "all_to_all": EXCHANGE_METHOD_LOSSY}
 # nccl-tests prints the dtype under "type" with these names.
-NCCL_TYPE_NAMES = {"bf16": "bfloat16", "fp16": "half"}
-ELEMENT_BYTES = {"bf16": 2, "fp16": 2}
+NCCL_TYPE_NAMES = {"bf16": "bfloat16", "fp16": "half", "fp32": "float"}
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
@@ -92,15 +116,28 @@ def device_tag(gpu_name: str, world_size: int) -> str:
 
 # --------------------------------------------------------------------------- bandwidth
 
-def bus_factor(world_size: int) -> float:
-    """nccl-tests' all-reduce factor: each rank sends and receives 2(n-1)/n of the buffer."""
-    return 2.0 * (world_size - 1) / world_size
+def bus_factor(world_size: int, collective: str = "all_reduce") -> float:
+    """nccl-tests' factor from algbw to busbw (doc/PERFORMANCE.md there): an all-reduce moves
+    2(n-1)/n of the buffer through each rank's links; a reduce-scatter, all-gather or all-to-all
+    (n-1)/n of it."""
+    if collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective {collective!r}; one of {', '.join(COLLECTIVES)}")
+    per_rank = (world_size - 1) / world_size
+    return 2.0 * per_rank if collective == "all_reduce" else per_rank
 
 
-def bandwidths(nbytes: int, time_us: float, world_size: int) -> tuple[float, float]:
-    """(algbw, busbw) in GB/s (1e9 bytes, as nccl-tests)."""
+def bandwidths(nbytes: int, time_us: float, world_size: int,
+               collective: str = "all_reduce") -> tuple[float, float]:
+    """(algbw, busbw) in GB/s (1e9 bytes, as nccl-tests); nbytes is the collective's "size"."""
     algbw = nbytes / (time_us * 1e-6) / 1e9
-    return algbw, algbw * bus_factor(world_size)
+    return algbw, algbw * bus_factor(world_size, collective)
+
+
+def nccl_count(nbytes: int, dtype: str, world_size: int, collective: str = "all_reduce") -> int:
+    """nccl-tests' "count" column: values in the buffer for an all-reduce, values in one rank's
+    block (size / element size / ranks) for a reduce-scatter, all-gather or all-to-all."""
+    values = nbytes // ELEMENT_BYTES.get(dtype, 2)
+    return values if collective == "all_reduce" else values // world_size
 
 
 def is_lossy(method: str, row: dict[str, Any] | None = None) -> bool:
@@ -111,31 +148,53 @@ def is_lossy(method: str, row: dict[str, Any] | None = None) -> bool:
     return any(codec in method for codec in ("fp8", "int8", "int6", "int4", "fp4"))
 
 
+def collective_of(row: dict[str, Any]) -> str:
+    """A row's collective; rows from before the column existed are all-reduce rows."""
+    return row.get("collective") or "all_reduce"
+
+
 def complete_rows(rows: list[dict[str, Any]], world_size: int) -> list[dict[str, Any]]:
-    """Fill algbw/busbw/vs_nccl/count/type from size and time; sort by size then method."""
-    nccl_time = {(r["dtype"], r["size"]): r["time_us"] for r in rows
+    """Fill algbw/busbw/vs_nccl/count/type from size and time (each by the row's collective);
+    sort by collective, dtype, size, then method."""
+    nccl_time = {(collective_of(r), r["dtype"], r["size"]): r["time_us"] for r in rows
                  if r["method"] == "nccl" and r.get("time_us")}
     out = []
     for row in rows:
         row = dict(row)
+        collective = row["collective"] = collective_of(row)
         row.setdefault("lossy", is_lossy(row["method"]))
-        row["count"] = row["size"] // ELEMENT_BYTES.get(row["dtype"], 2)
+        row["count"] = nccl_count(row["size"], row["dtype"], world_size, collective)
         row["type"] = NCCL_TYPE_NAMES.get(row["dtype"], row["dtype"])
         row["world_size"] = world_size
         time_us = row.get("time_us")
         if time_us:
-            row["algbw_GBps"], row["busbw_GBps"] = bandwidths(row["size"], time_us, world_size)
-            base = nccl_time.get((row["dtype"], row["size"]))
+            row["algbw_GBps"], row["busbw_GBps"] = bandwidths(row["size"], time_us, world_size,
+                                                              collective)
+            base = nccl_time.get((collective, row["dtype"], row["size"]))
             row["vs_nccl"] = base / time_us if base else None
         else:
             row["algbw_GBps"] = row["busbw_GBps"] = row["vs_nccl"] = None
         out.append(row)
-    return sorted(out, key=lambda r: (r["dtype"], r["size"], _method_rank(r["method"])))
+    return sorted(out, key=lambda r: (_collective_rank(r["collective"]), r["dtype"], r["size"],
+                                      _method_rank(r["method"], r["collective"])))
 
 
-def _method_rank(method: str) -> tuple[int, str]:
-    order = list(METHOD_LOSSY)
+def _collective_rank(collective: str) -> tuple[int, str]:
+    order = list(COLLECTIVES)
+    return (order.index(collective) if collective in order else len(order), collective)
+
+
+def _method_rank(method: str, collective: str = "all_reduce") -> tuple[int, str]:
+    order = list(COLLECTIVE_METHODS.get(collective, METHOD_LOSSY))
     return (order.index(method) if method in order else len(order), method)
+
+
+def split_by_collective(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """[(collective, its rows)] in display order, each list in the order given."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(collective_of(row), []).append(row)
+    return [(c, groups[c]) for c in sorted(groups, key=_collective_rank)]
 
 
 # --------------------------------------------------------------------------- text tables
@@ -165,6 +224,13 @@ _TABLE_FIELDS = [  # (csv column, header, width, kind)
 ]
 
 
+def _cells(row: dict[str, Any]) -> list[str]:
+    cells = [_fmt(row.get(col), kind) for col, _, _, kind in _TABLE_FIELDS]
+    if row.get("identical") is None and collective_of(row) not in REPLICATED_COLLECTIVES:
+        cells[9] = "n/a"  # every rank holds a different block: nothing to compare across ranks
+    return cells
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     """nccl-tests-style plain text, one line per (size, method), a blank line between sizes."""
     def line(cells):
@@ -179,14 +245,15 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         if previous is not None and row["size"] != previous:
             out.append("")
         previous = row["size"]
-        out.append(line([_fmt(row.get(col), kind) for col, _, _, kind in _TABLE_FIELDS]))
+        out.append(line(_cells(row)))
     return "\n".join(out)
 
 
 def pivot(rows: list[dict[str, Any]]) -> tuple[list[int], list[str], dict[tuple[int, str], float]]:
-    """(sizes, methods, {(size, method): time_us}) for the summary grid."""
+    """(sizes, methods, {(size, method): time_us}) for the summary grid (rows of one collective)."""
+    collective = collective_of(rows[0]) if rows else "all_reduce"
     sizes = sorted({r["size"] for r in rows})
-    methods = sorted({r["method"] for r in rows}, key=_method_rank)
+    methods = sorted({r["method"] for r in rows}, key=lambda m: _method_rank(m, collective))
     times = {(r["size"], r["method"]): r["time_us"] for r in rows if r.get("time_us")}
     return sizes, methods, times
 
@@ -213,11 +280,19 @@ def _best_lossless(size: int, methods: list[str], times: dict) -> str | None:
 
 
 def print_results(rows: list[dict[str, Any]], notes: Iterable[str] = (), console=None) -> None:
-    """Print the full table and the summary grid, with rich when it is installed."""
+    """Print the full table and the summary grid of each collective, with rich when it is
+    installed. All-reduce rows alone print as they always have."""
+    groups = split_by_collective(rows)
+    notes = list(notes)
     try:
         from rich.table import Table
     except ImportError:
-        print(format_table(rows), "", format_pivot(rows), *notes, sep="\n")
+        for collective, mine in groups or [("all_reduce", [])]:
+            if collective != "all_reduce":
+                print(f"# {COLLECTIVE_TITLES.get(collective, collective)}")
+            print(format_table(mine), "", format_pivot(mine), sep="\n")
+        if notes:
+            print(*notes, sep="\n")
         return
     console = console or make_console()
     if not rows:
@@ -226,34 +301,37 @@ def print_results(rows: list[dict[str, Any]], notes: Iterable[str] = (), console
         console.print(f"[yellow]note:[/] {note}", highlight=False)
     if not rows:
         return
-    table = Table(title="all-reduce (CUDA-graph median per call)", header_style="bold")
-    for _, header, _, kind in _TABLE_FIELDS:
-        table.add_column(header, justify="left" if kind == "str" else "right", no_wrap=True)
-    for i, row in enumerate(rows):
-        last_of_size = i + 1 == len(rows) or rows[i + 1]["size"] != row["size"]
-        cells = [_fmt(row.get(col), kind) for col, _, _, kind in _TABLE_FIELDS]
-        speedup = row.get("vs_nccl")
-        if speedup:
-            cells[7] = f"[{'green' if speedup > 1.0 else 'red'}]{cells[7]}[/]"
-        if row.get("identical") is False:
-            cells[9] = f"[bold red]{cells[9]}[/]"
-        table.add_row(*cells, end_section=last_of_size,
-                      style="dim" if is_lossy(row["method"], row) else None)
-    console.print(table)
-    sizes, methods, times = pivot(rows)
-    grid = Table(title="time_us per call (bold: fastest lossless; dim columns are lossy)")
-    grid.add_column("size", justify="right")
-    for m in methods:
-        grid.add_column(m, justify="right", style="dim" if is_lossy(m) else None)
-    for size in sizes:
-        best = _best_lossless(size, methods, times)
-        cells = []
+    for collective, mine in groups:
+        title = COLLECTIVE_TITLES.get(collective, collective)
+        table = Table(title=f"{title} (CUDA-graph median per call)", header_style="bold")
+        for _, header, _, kind in _TABLE_FIELDS:
+            table.add_column(header, justify="left" if kind == "str" else "right", no_wrap=True)
+        for i, row in enumerate(mine):
+            last_of_size = i + 1 == len(mine) or mine[i + 1]["size"] != row["size"]
+            cells = _cells(row)
+            speedup = row.get("vs_nccl")
+            if speedup:
+                cells[7] = f"[{'green' if speedup > 1.0 else 'red'}]{cells[7]}[/]"
+            if row.get("identical") is False:
+                cells[9] = f"[bold red]{cells[9]}[/]"
+            table.add_row(*cells, end_section=last_of_size,
+                          style="dim" if is_lossy(row["method"], row) else None)
+        console.print(table)
+        sizes, methods, times = pivot(mine)
+        prefix = "" if collective == "all_reduce" else f"{title}: "
+        grid = Table(title=f"{prefix}time_us per call (bold: fastest lossless; dim columns are lossy)")
+        grid.add_column("size", justify="right")
         for m in methods:
-            t = times.get((size, m))
-            text = "-" if t is None else _fmt(t, "time")
-            cells.append(f"[bold green]{text}[/]" if m == best else text)
-        grid.add_row(human_size(size), *cells)
-    console.print(grid)
+            grid.add_column(m, justify="right", style="dim" if is_lossy(m) else None)
+        for size in sizes:
+            best = _best_lossless(size, methods, times)
+            cells = []
+            for m in methods:
+                t = times.get((size, m))
+                text = "-" if t is None else _fmt(t, "time")
+                cells.append(f"[bold green]{text}[/]" if m == best else text)
+            grid.add_row(human_size(size), *cells)
+        console.print(grid)
     for note in notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
 
@@ -310,6 +388,7 @@ def read_csv(path: Path | str) -> list[dict[str, Any]]:
             if row.get("size") is None or not row.get("method"):
                 continue
             row.setdefault("dtype", "bf16")
+            row["collective"] = collective_of(row)  # CSVs from before the column: all-reduce
             row["method"] = _METHOD_ALIASES.get(row["method"], row["method"])
             rows.append(row)
     return rows
@@ -340,6 +419,7 @@ _COLORS = {
     "qr_one_shot": "#6baed6", "qr_two_shot": "#9ecae1", "qr_lossless": "#3182bd", "qr_auto": QR_BEST_COLOR,
     "qr_int8": "#08306b", "qr_fp8": "#08306b", "qr_int6": "#4a7fd0", "qr_int4": "#10a5b5",
     "qr_fp4": "#10a5b5", "qr_auto_int4": "#10a5b5",
+    "symm_mem": "#7f7f7f", "qr_passthrough": "#9ecae1",
 }
 _PEER_FALLBACK = ["#9467bd", "#bcbd22", "#c49c94", "#f7b6d2", "#dbdb8d", "#ff9896"]
 _QR_FALLBACK = ["#3182bd", "#6baed6", "#2ca0c0", "#5a6ec8"]
@@ -386,8 +466,11 @@ def best_lossless_vs_peers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None) -> Path:
-    """Three panels of one dtype (rows of a second dtype are ignored), message size on a log x axis:
+def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None,
+         note: str | None = None) -> Path:
+    """Three panels per collective, of one dtype (rows of a second dtype are ignored), message size
+    on a log x axis; with several collectives, one row of three panels for each, in one PNG
+    (`note`, e.g. that the ranks shared a GPU, is added to the title):
 
     1. lossless latency (log-log): quickreduce's fastest lossless method per size (bold blue)
        against every lossless peer;
@@ -401,26 +484,53 @@ def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     rows = [r for r in rows if r.get("time_us")]
     if not rows:
         raise ValueError("nothing to plot: no timed rows")
     dtype = rows[0].get("dtype")
     rows = [r for r in rows if r.get("dtype") == dtype]
+    groups = split_by_collective(rows)
+    names = [COLLECTIVE_TITLES.get(c, c) for c, _ in groups]
     if title is None:
         devices = sorted({str(r.get("device")) for r in rows if r.get("device")})
         worlds = sorted({int(r["world_size"]) for r in rows if r.get("world_size")})
-        title = (f"all-reduce on {' / '.join(devices) or 'unknown GPU'}"
+        title = (f"{', '.join(names)} on {' / '.join(devices) or 'unknown GPU'}"
                  f" x{'/'.join(map(str, worlds)) or '?'}, {dtype}"
                  " (CUDA-graph median per call)")
+    if note:
+        title = f"{title}\n{note}"
+    fig, axes = plt.subplots(len(groups), 3, figsize=(20, 7.2 * len(groups)),
+                             constrained_layout=True, squeeze=False)
+    for (collective, mine), row_axes in zip(groups, axes):
+        label = None if len(groups) == 1 else COLLECTIVE_TITLES.get(collective, collective)
+        _plot_collective(row_axes, mine, collective, label)
+    fig.suptitle(title, fontsize=13)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _plot_collective(axes, rows: list[dict[str, Any]], collective: str, label: str | None) -> None:
+    """plot()'s three panels for the rows of one collective and dtype; `label` (when several
+    collectives share the figure) heads each panel's title."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax_time, ax_gain, ax_lossy = axes
+    call = COLLECTIVE_TITLES.get(collective, collective)
+
+    def titled(text: str) -> str:
+        return text if label is None else f"{label}: {text}"
+
     sizes = sorted({r["size"] for r in rows})
     times: dict[str, dict[int, float]] = {}
     lossy: dict[str, bool] = {}
     for row in rows:
         times.setdefault(row["method"], {})[row["size"]] = row["time_us"]
         lossy.setdefault(row["method"], is_lossy(row["method"], row))
-    methods = sorted(times, key=_method_rank)
+    methods = sorted(times, key=lambda m: _method_rank(m, collective))
     qr_lossless = [m for m in methods if m.startswith("qr_") and not lossy[m]]
     peers = [m for m in methods if not m.startswith("qr_") and not lossy[m]]
     lossy_methods = sorted((m for m in methods if lossy[m]), key=lambda m: not m.startswith("qr_"))
@@ -431,8 +541,6 @@ def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None)
     def series(values: dict[int, float]) -> list[float]:
         return [values.get(s, math.nan) for s in sizes]  # NaN: no point, the line breaks
 
-    fig, (ax_time, ax_gain, ax_lossy) = plt.subplots(1, 3, figsize=(20, 7.2), constrained_layout=True)
-
     # 1. lossless latency
     if qr_best:
         names = ", ".join(qr_lossless)
@@ -441,8 +549,8 @@ def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None)
     for i, method in enumerate(peers):
         ax_time.plot(sizes, series(times[method]), label=method, **_method_style(method, False, i))
     ax_time.set_yscale("log")
-    ax_time.set_ylabel("time per all-reduce (µs, log scale; lower is better)")
-    ax_time.set_title("lossless: latency")
+    ax_time.set_ylabel(f"time per {call} (µs, log scale; lower is better)")
+    ax_time.set_title(titled("lossless: latency"))
     if not peers and not qr_best:
         _note(ax_time, "no lossless methods in these rows")
 
@@ -484,7 +592,7 @@ def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None)
         _note(ax_gain, f"no size with both a quickreduce lossless and a lossless peer row\n"
                        f"(no {missing} rows)")
     ax_gain.set_ylabel("speedup = best peer time / quickreduce time (×)")
-    ax_gain.set_title("lossless: quickreduce's best vs the best peer at each size")
+    ax_gain.set_title(titled("lossless: quickreduce's best vs the best peer at each size"))
 
     # 3. lossy codecs
     if nccl:
@@ -498,15 +606,15 @@ def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None)
             ax_lossy.plot(sizes, series(reference), color="#9aa9bd", linewidth=1.4,
                           linestyle="-.", zorder=2, label="quickreduce lossless (best), for reference")
         ax_lossy.set_ylabel("speedup over NCCL (×, higher is better)")
-        ax_lossy.set_title("lossy codecs: speedup over NCCL (NCCL = 1)")
+        ax_lossy.set_title(titled("lossy codecs: speedup over NCCL (NCCL = 1)"))
     else:
         for i, method in enumerate(lossy_methods):
             ax_lossy.plot(sizes, series(times[method]), label=method, **_method_style(method, True, i))
         ax_lossy.set_yscale("log")
-        ax_lossy.set_ylabel("time per all-reduce (µs, log scale; lower is better)")
-        ax_lossy.set_title("lossy codecs: latency (no NCCL rows to compare with)")
+        ax_lossy.set_ylabel(f"time per {call} (µs, log scale; lower is better)")
+        ax_lossy.set_title(titled("lossy codecs: latency (no NCCL rows to compare with)"))
     if not lossy_methods:
-        ax_lossy.set_title("lossy codecs")
+        ax_lossy.set_title(titled("lossy codecs"))
         _note(ax_lossy, "no lossy methods in these rows")
 
     tick_sizes = _tick_sizes(sizes)
@@ -523,12 +631,6 @@ def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None)
         if handles:
             ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.11),
                       ncol=2, fontsize=8.5, frameon=False)
-    fig.suptitle(title, fontsize=13)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def _note(ax, text: str) -> None:

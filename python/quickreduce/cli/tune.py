@@ -37,9 +37,12 @@ def candidates(codecs: list[str]) -> dict[str, tuple[str, str | None]]:
 
 def measurements_from_rows(rows: list[dict[str, Any]], methods: dict[str, tuple[str, str | None]]
                            ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Benchmark rows -> `table_from_measurements` input, dropping rows that are not correct."""
+    """Benchmark rows -> `table_from_measurements` input, dropping rows that are not correct.
+    Only all-reduce rows count (a bench CSV may hold other collectives' rows, also named 'nccl')."""
     measurements, warnings = [], []
     for row in rows:
+        if (row.get("collective") or "all_reduce") != "all_reduce":
+            continue
         if row["method"] not in methods or not row.get("time_us"):
             continue
         algo, codec = methods[row["method"]]
