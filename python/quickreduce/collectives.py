@@ -19,10 +19,11 @@ _KINDS = {"all_gather": _C.EXCHANGE_ALL_GATHER, "all_to_all": _C.EXCHANGE_ALL_TO
 DTYPE_IDS = {torch.float16: _C.DTYPE_FLOAT16, torch.bfloat16: _C.DTYPE_BFLOAT16, torch.float32: _C.DTYPE_FLOAT32}
 
 
-def resolve_codec(comm, collective: str, codec: Optional[str]) -> str:
-    """The codec name a segment collective runs: the call's, else the communicator's per-collective
-    default. ``auto`` is the exact passthrough and ``auto:<codec>`` that codec, until `quickreduce
-    tune` measures these collectives on 2+ GPUs (the all-reduce's table has no entries for them)."""
+def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor) -> str:
+    """The codec name a collective runs: the call's, else the communicator's per-collective default.
+    ``auto`` is the exact passthrough; ``auto:<codec>`` the tuning table's fastest codec at most that
+    lossy for this collective, dtype and size (tuning.choose_collective: the bound codec itself while
+    the table holds no measurement of the collective)."""
     name = codec if codec is not None else comm.codec_for(collective)
     if not isinstance(name, str):
         raise TypeError(f"codec must be a string, got {type(name).__name__}")
@@ -30,7 +31,12 @@ def resolve_codec(comm, collective: str, codec: Optional[str]) -> str:
     if lowered == "auto":
         return "fp16"
     if lowered.startswith("auto:"):
-        return codecs.canonical(lowered.split(":", 1)[1])
+        from . import tuning
+        bound = codecs.canonical(lowered.split(":", 1)[1])
+        if collective == "all_reduce":  # the fp32 all-reduce: reduce-scatter + all-gather
+            collective = "reduce_scatter"
+        chosen = tuning.choose_collective(comm.tune_table(), collective, x.numel() * x.element_size(), x.dtype, bound)
+        return codecs.canonical(chosen)
     return codecs.canonical(lowered)
 
 
@@ -76,7 +82,7 @@ def reduce_scatter(comm, x: torch.Tensor, out: Optional[torch.Tensor] = None, co
     out = _out(comm, x, out, shape, "reduce_scatter")
     k = x.numel() // W
     if k:
-        _run(comm, "reduce_scatter", x, out, resolve_codec(comm, "reduce_scatter", codec), [k] * W, [k] * W)
+        _run(comm, "reduce_scatter", x, out, resolve_codec(comm, "reduce_scatter", codec, x), [k] * W, [k] * W)
     return out
 
 
@@ -87,7 +93,7 @@ def all_gather(comm, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec:
     out = _out(comm, x, out, shape, "all_gather")
     k = x.numel()
     if k:
-        _run(comm, "all_gather", x, out, resolve_codec(comm, "all_gather", codec), [k] * W, [k] * W)
+        _run(comm, "all_gather", x, out, resolve_codec(comm, "all_gather", codec, x), [k] * W, [k] * W)
     return out
 
 
@@ -121,7 +127,7 @@ def all_to_all(comm, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec:
     if out.dim() and out.shape[0] != sum(recv) and out.numel() != sum(recv) * row:
         raise ValueError(f"out has {out.shape[0]} rows; output_split_sizes {recv} add up to {sum(recv)}")
     send_values, recv_values = [s * row for s in send], [r * row for r in recv]
-    _run(comm, "all_to_all", x, out, resolve_codec(comm, "all_to_all", codec), send_values, recv_values)
+    _run(comm, "all_to_all", x, out, resolve_codec(comm, "all_to_all", codec, x), send_values, recv_values)
     return out
 
 

@@ -157,7 +157,7 @@ class Communicator:
                 raise ValueError(f"float32 all-reduces run as reduce-scatter + all-gather (algo 'auto'); got algo={algo!r}")
             if algo == "nccl":
                 return self._nccl(x, out)
-            return collectives.all_reduce_fp32(self, x, out, collectives.resolve_codec(self, "all_reduce", codec))
+            return collectives.all_reduce_fp32(self, x, out, collectives.resolve_codec(self, "all_reduce", codec, x))
         algo, codec_name = self._plan(nbytes, x.dtype, codec, algo)
         if algo == "nccl":
             return self._nccl(x, out)
@@ -225,11 +225,16 @@ class Communicator:
             raise ValueError("algo='nccl' needs a communicator built from a process group")
         return algo, name
 
-    def _choose(self, nbytes: int, dtype: torch.dtype, bound: Optional[str]) -> tuple[str, str]:
+    def tune_table(self):
+        """The tuning table behind ``auto`` (loaded once: tuning.load_table)."""
         from . import tuning
         if self._table is None:
             self._table = tuning.load_table(torch.cuda.get_device_name(self.device), self.world_size)
-        algo, codec = tuning.choose(self._table, nbytes, "bf16" if dtype == torch.bfloat16 else "fp16", bound)
+        return self._table
+
+    def _choose(self, nbytes: int, dtype: torch.dtype, bound: Optional[str]) -> tuple[str, str]:
+        from . import tuning
+        algo, codec = tuning.choose(self.tune_table(), nbytes, "bf16" if dtype == torch.bfloat16 else "fp16", bound)
         if algo == "nccl" and self.group is None:
             algo = "two_shot"
         if algo == "one_shot" and nbytes > self._c.one_shot_max_bytes:

@@ -49,7 +49,10 @@ TUNED_DIR = Path(__file__).resolve().parent / "tuned"
 _DTYPE_ALIASES = {
     "bf16": "bf16", "bfloat16": "bf16", "torch.bfloat16": "bf16",
     "fp16": "fp16", "float16": "fp16", "half": "fp16", "torch.float16": "fp16",
+    "fp32": "fp32", "float32": "fp32", "float": "fp32", "torch.float32": "fp32",
 }
+# The segment collectives a table may hold entries for (the all-reduce's are "dtypes").
+SEGMENT_COLLECTIVES = ("reduce_scatter", "all_gather", "all_to_all")
 
 
 @dataclass
@@ -64,6 +67,9 @@ class TuneTable:
     note: str = ""
     codec_error_order: list[str] = field(default_factory=lambda: list(DEFAULT_CODEC_ERROR_ORDER))
     raw: dict[str, Any] = field(default_factory=dict)
+    # {"reduce_scatter": {"bf16": [{"max_bytes": ..., "lossy": {"int6": "int4", ...}}, ...]}, ...}:
+    # per segment collective and dtype, the fastest codec allowed by each bound (exact: passthrough).
+    collectives: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- names and paths
@@ -161,9 +167,30 @@ def table_from_dict(data: dict[str, Any], source: str = "<dict>") -> TuneTable:
     if not dtypes:
         raise ValueError("table has no dtypes")
     order = list(data.get("codec_error_order") or DEFAULT_CODEC_ERROR_ORDER)
+    collectives = {}
+    for collective, per_dtype in (data.get("collectives") or {}).items():
+        if collective not in SEGMENT_COLLECTIVES:
+            raise ValueError(f"unknown collective {collective!r}; known: {SEGMENT_COLLECTIVES}")
+        collectives[collective] = {dtype_name(d): _validated_collective_entries(e) for d, e in per_dtype.items()}
     return TuneTable(gpu=str(data["gpu"]), world_size=int(data["world_size"]), dtypes=dtypes,
                      source=source, measured=bool(data.get("measured", False)),
-                     note=str(data.get("note", "")), codec_error_order=order, raw=data)
+                     note=str(data.get("note", "")), codec_error_order=order, raw=data,
+                     collectives=collectives)
+
+
+def _validated_collective_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if not entries or entries[-1].get("max_bytes") is not None:
+        raise ValueError("a collective's breakpoints must end with max_bytes null")
+    previous = -1
+    for entry in entries:
+        limit = entry["max_bytes"]
+        if limit is not None and int(limit) <= previous:
+            raise ValueError("breakpoints must be sorted by max_bytes")
+        previous = -1 if limit is None else int(limit)
+        for bound, codec in entry.get("lossy", {}).items():
+            if not isinstance(codec, str):
+                raise ValueError(f"bad lossy choice for {bound}: {codec!r}")
+    return entries
 
 
 def _validated_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -224,6 +251,28 @@ def choose(table: TuneTable, nbytes: int, dtype: Any, bound: str | None = None) 
         algo, codec = entry["lossy"][bound]
         return algo, (dt if codec in PASSTHROUGH else codec)
     return exact_choice(entry, dt)
+
+
+def choose_collective(table: TuneTable, collective: str, nbytes: int, dtype: Any, bound: str | None = None) -> str:
+    """The codec of a segment collective (reduce_scatter, all_gather, all_to_all) of `nbytes` bytes.
+
+    Exact (`bound` None): the passthrough, named by the dtype. With a bound: the table's fastest
+    codec at most that lossy for this collective, dtype and size (exact where none beat it); a
+    table with no entries for the collective (none measured yet) gives the bound codec itself.
+    """
+    if collective not in SEGMENT_COLLECTIVES:
+        raise ValueError(f"unknown collective {collective!r}; known: {SEGMENT_COLLECTIVES}")
+    dt = dtype_name(dtype)
+    bound = _normalized_bound(bound, table)
+    if bound is None:
+        return dt
+    per_dtype = table.collectives.get(collective, {})
+    entries = per_dtype.get(dt)
+    if not entries:
+        return bound
+    entry = next(e for e in entries if e["max_bytes"] is None or nbytes <= e["max_bytes"])
+    codec = entry.get("lossy", {}).get(bound, dt)
+    return dt if codec in PASSTHROUGH else codec
 
 
 def exact_choice(entry: dict[str, Any], dt: str) -> tuple[str, str]:

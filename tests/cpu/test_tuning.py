@@ -33,8 +33,9 @@ def test_gpu_slug(name, slug):
 def test_dtype_names():
     assert tuning.dtype_name("torch.bfloat16") == "bf16"
     assert tuning.dtype_name("float16") == "fp16"
+    assert tuning.dtype_name("float32") == "fp32"  # the segment collectives' and fp32 all-reduce's
     with pytest.raises(ValueError):
-        tuning.dtype_name("float32")
+        tuning.dtype_name("float64")
 
 
 def test_builtin_h200_w2_is_the_measured_table():
@@ -236,3 +237,24 @@ def test_tune_from_csv_refuses_mixed_world_sizes(tmp_path, capsys):
                         "8192,qr_one_shot,3.0,0.001,yes,NVIDIA H200,4,bf16\n")
     assert tune.main(["--from-csv", str(csv_path), "--no-cache"]) == 2
     assert "one world size" in capsys.readouterr().err
+
+
+def test_collective_codecs_from_the_table_and_without_it():
+    base = {"format": 2, "gpu": "h200", "world_size": 2,
+            "dtypes": {"bf16": [{"max_bytes": None, "lossless": "two_shot", "lossy": {}}]}}
+    unmeasured = tuning.table_from_dict(base)
+    # exact: the dtype's passthrough; a bound with nothing measured: the bound codec itself
+    assert tuning.choose_collective(unmeasured, "all_gather", 1 << 20, "bf16") == "bf16"
+    assert tuning.choose_collective(unmeasured, "all_to_all", 1 << 20, "fp32", "auto:int6") == "int6"
+    measured = tuning.table_from_dict({**base, "collectives": {"reduce_scatter": {"fp32": [
+        {"max_bytes": (1 << 20) - 1, "lossy": {}},
+        {"max_bytes": None, "lossy": {"int6": "int4", "fp8": "fp8"}}]}}})
+    assert tuning.choose_collective(measured, "reduce_scatter", 1 << 10, "fp32", "int6") == "fp32"  # exact won
+    assert tuning.choose_collective(measured, "reduce_scatter", 64 << 20, "float32", "int6") == "int4"
+    assert tuning.choose_collective(measured, "reduce_scatter", 64 << 20, "fp32", "int8") == "fp32"
+    with pytest.raises(ValueError, match="unknown collective"):
+        tuning.choose_collective(measured, "broadcast", 1, "bf16")
+    with pytest.raises(ValueError, match="unknown collective"):
+        tuning.table_from_dict({**base, "collectives": {"broadcast": {}}})
+    with pytest.raises(ValueError, match="max_bytes null"):
+        tuning.table_from_dict({**base, "collectives": {"all_gather": {"bf16": [{"max_bytes": 5, "lossy": {}}]}}})
