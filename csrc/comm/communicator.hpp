@@ -59,6 +59,19 @@ class Communicator {
 
  private:
   void require_usable() const;
+  // What every launch's Args struct holds alike: pointers, this rank, every workspace, the error path.
+  template <class Args>
+  void fill_common(Args& args, uintptr_t in, uintptr_t out, bool pdl) const {
+    args.in = reinterpret_cast<const void*>(in);
+    args.out = reinterpret_cast<void*>(out);
+    args.rank = rank_;
+    args.world_size = world_size_;
+    for (int r = 0; r < world_size_; ++r) args.workspaces[r] = r == rank_ ? workspace_ : peer_maps_[r];
+    args.layout = layout_;
+    args.record = record_device_;
+    args.timeout_ns = timeout_ns_;
+    args.pdl = pdl ? 1 : 0;
+  }
   int rank_, world_size_, device_;
   size_t max_bytes_;
   uint64_t timeout_ns_;

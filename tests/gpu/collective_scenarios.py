@@ -16,7 +16,8 @@ import torch.distributed as dist
 import quickreduce as qr
 from quickreduce import _C
 
-from scenarios import same_everywhere, same_on_all_ranks  # noqa: E402  (tests/gpu is on sys.path)
+import harness  # noqa: E402  (tests/gpu is on sys.path)
+from scenarios import same_everywhere, same_on_all_ranks  # noqa: E402
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 BITS = {torch.float16: (torch.int16, np.uint16), torch.bfloat16: (torch.int16, np.uint16),
@@ -177,16 +178,9 @@ def collective_graph_replays(rank, world_size):
             w_.copy_(t)
 
     load(0)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        body()
-    torch.cuda.current_stream().wait_stream(s)
+    g = harness.capture_graph(body)  # the warm-up adds to `wrong` once: it is a correct call too
     torch.cuda.synchronize()
     wrong.zero_()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        body()
     t0 = time.time()
     for it in range(replays):
         load(it % len(bank))

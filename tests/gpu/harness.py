@@ -88,3 +88,30 @@ def run_scenarios(scenario_module: str, names: list[str], world_size: int, env: 
             for k, v in json.load(f).items():
                 merged.setdefault(k, {})[r] = v
     return merged
+
+
+def check_scenario(results: dict, scenario: str) -> None:
+    """Assert that every check of one scenario passed on every rank (its info/ entries are printed)."""
+    mine = {k: v for k, v in results.items() if k.startswith(scenario + "/") or k.startswith("<")}
+    assert mine, f"scenario {scenario} produced no checks"
+    for k, v in mine.items():
+        if k.startswith(scenario + "/info/"):
+            print(k, v)  # measured numbers, kept in the log (-s)
+    checks = {k: v for k, v in mine.items() if not k.startswith(scenario + "/info/")}
+    failures = {k: v for k, v in checks.items() if any(msg is not None for msg in v.values())}
+    print(f"{scenario}: {len(checks)} checks, {len(failures)} failed")
+    assert not failures, "\n".join(f"{k}: {v}" for k, v in list(failures.items())[:20])
+
+
+def capture_graph(body):
+    """Run body once on a side stream (warm-up, as torch's graph capture wants), then capture it."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        body()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        body()
+    return g

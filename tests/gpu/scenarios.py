@@ -14,6 +14,8 @@ import torch.distributed as dist
 import quickreduce as qr
 from quickreduce import _C, oracle
 
+import harness  # noqa: E402  (tests/gpu is on sys.path)
+
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 SIZES = [1, 3, 7, 8, 9, 31, 32, 33, 255, 1000, 4095, 4096, 4097, 65535, 65536, 65537, 300_001,
          (1 << 20) - 1, (1 << 20) + 3, 3_000_017, 4 << 20]
@@ -422,16 +424,9 @@ def soak(rank, world_size):
                   + (o3.view(torch.int16) != exp_int4.view(torch.int16)).sum())
 
     x.copy_(bank[0][rank]); exp_exact.copy_(want[0][0]); exp_int4.copy_(want[0][1])
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        body()
-    torch.cuda.current_stream().wait_stream(s)
+    g = harness.capture_graph(body)
     torch.cuda.synchronize()
     errs.zero_()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        body()
     t0 = time.time()
     for it in range(replays):
         k = it % 8
