@@ -63,7 +63,7 @@ def run(rank, world, port, failures):
     for k in (33, 4097, 100_001):
         for dname in ("bf16", "fp32"):
             xs = cs.rank_inputs(k, world * k, cs.DTYPES[dname], world)
-            for codec in ("fp16", "fp8", "int4"):
+            for codec in ("fp16", "fp8", "int4", "int6h"):
                 tag = f"{dname}/{codec}/k={k}"
                 for key, out, want in (
                         ("reduce_scatter", comm.reduce_scatter(xs[rank], codec=codec),

@@ -1,7 +1,8 @@
 // The codec registry: the only place codec ids, names and profile numbers are assigned.
 // QR_CODEC(Enum, "name", profile, CodecType, bits_per_value_x4)
 // Profiles follow the seeds' numbering (1=fp16, 2=fp8, 3=int8, 4=int6, 5=int4, 6=fp4); 7 is ours:
-// the lossless packing of bf16 (codecs/lossless.hpp).
+// the lossless packing of bf16 (codecs/lossless.hpp); 8 and 9 the rotated int4 and int6
+// (core/hadamard.hpp).
 // bits_per_value_x4 counts payload plus the 16-bit scale per 32 values, times 4 (34 = 8.5 bits;
 // lossless: 13 bits a value plus an 8-bit exponent per 32 = 13.25 when a slice packs, 16 raw).
 #pragma once
@@ -17,7 +18,9 @@
   QR_CODEC(kInt6, "int6", 4, Int6Codec, 26)               \
   QR_CODEC(kInt4, "int4", 5, Int4Codec, 18)               \
   QR_CODEC(kFp4, "fp4", 6, Fp4Codec, 18)                  \
-  QR_CODEC(kLossless, "lossless", 7, LosslessCodec, 53)
+  QR_CODEC(kLossless, "lossless", 7, LosslessCodec, 53)   \
+  QR_CODEC(kInt4H, "int4h", 8, Int4HCodec, 18)            \
+  QR_CODEC(kInt6H, "int6h", 9, Int6HCodec, 26)
 
 namespace qr {
 

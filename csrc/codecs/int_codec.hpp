@@ -3,6 +3,7 @@
 // is no smaller for zero-mean activations and the symmetric one needs no zero point.
 #pragma once
 #include "core/block.hpp"
+#include "core/hadamard.hpp"
 
 namespace qr {
 
@@ -152,6 +153,16 @@ struct Int6Codec : IntCodecBase<Int6Codec, 6> {
     }
 #endif
   }
+};
+
+// The rotated integer codecs (core/hadamard.hpp): each block of 32 is rotated before it is encoded
+// and rotated back after it is decoded (the algorithms do it: the transform spans a block's 4
+// lanes); on the wire they are int4 and int6.
+struct Int4HCodec : Int4Codec {
+  static constexpr bool kRotated = true;
+};
+struct Int6HCodec : Int6Codec {
+  static constexpr bool kRotated = true;
 };
 
 }  // namespace qr

@@ -23,8 +23,10 @@ void block_scale_and_inverse(const float v[kBlockValues], float& scale, float& i
 
 // Quantize and dequantize one block of 32 fp32 values in place, exactly as the kernels do it
 // (the kernels split it: encode on the sender, decode on the receiver).
+// Rotated codecs (core/hadamard.hpp): this is the round trip in the rotated domain; the caller
+// rotates and rotates back (round_trip_block does both).
 template <class Codec, DType D>
-void round_trip_block(float v[kBlockValues]) {
+void plain_round_trip_block(float v[kBlockValues]) {
   float scale, inv;
   block_scale_and_inverse<Codec, D>(v, scale, inv);
   for (int l = 0; l < kLanesPerBlock; ++l) {
@@ -32,9 +34,17 @@ void round_trip_block(float v[kBlockValues]) {
     Codec::template decode<D>(packed, scale, v + l * kLaneValues);
   }
 }
+// One value's whole trip through the codec: DQ (rotated codecs: unrot(DQ(rot(v)))).
+template <class Codec, DType D>
+void round_trip_block(float v[kBlockValues]) {
+  if constexpr (kIsRotated<Codec>) rotate_block(v);
+  plain_round_trip_block<Codec, D>(v);
+  if constexpr (kIsRotated<Codec>) unrotate_block(v);
+}
 
 // What the owner of a reduced block keeps, the kernels' way: the integer codecs' encode_keep()
 // (values from the rounding itself), the others encode and decode.
+// (Rotated codecs: in the rotated domain, as plain_round_trip_block.)
 template <class Codec, DType D>
 void owner_block(float v[kBlockValues]) {
   if constexpr (Codec::kKeepsDecoded) {
@@ -42,7 +52,7 @@ void owner_block(float v[kBlockValues]) {
     block_scale_and_inverse<Codec, D>(v, scale, inv);
     for (int l = 0; l < kLanesPerBlock; ++l) Codec::template encode_keep<D>(v + l * kLaneValues, inv, scale);
   } else {
-    round_trip_block<Codec, D>(v);
+    plain_round_trip_block<Codec, D>(v);
   }
 }
 

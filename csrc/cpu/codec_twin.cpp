@@ -15,7 +15,9 @@ void twin_round_trip(const uint16_t* x, uint16_t* out, size_t n, DType dtype, Co
       float v[kBlockValues] = {};
       for (size_t i = 0; i < count; ++i) v[i] = to_float<D>(x[base + i]);
       if (as_owner) {
+        if constexpr (kIsRotated<Codec>) rotate_block(v);
         owner_block<Codec, D>(v);
+        if constexpr (kIsRotated<Codec>) unrotate_block(v);
       } else {
         round_trip_block<Codec, D>(v);
       }

@@ -45,17 +45,25 @@ void twin_all_gather(const void* const* inputs, int world_size, void* out, size_
 
 // Rank `owner`'s fp32 sum of its chunk [at, at + n) (own values exact, every other rank's through
 // one DQ), into acc.
+// Rotated codecs: every term is rotated blockwise (the owner's exact values too), the sum is in
+// the rotated domain, and it is rotated back once at the end.
 template <class Codec, DType T>
 static void reduce_chunk(const void* const* inputs, int world_size, int owner, size_t at, size_t n, float* acc) {
-  std::vector<float> term(n);
-  for (int s = 0; s < world_size; ++s) {
-    if (s == owner) {
-      for (size_t i = 0; i < n; ++i) term[i] = load_value<T>(inputs[s], at + i);
-    } else {
-      segment_round_trip<Codec, T>(inputs[s], at, n, term.data());
+  using Wire = WireCodec<Codec, T>;
+  constexpr bool kRot = kIsRotated<Codec>;
+  for_each_block(n, [&](size_t base, size_t count) {
+    float sum[kBlockValues] = {};
+    const size_t summed = kRot ? size_t(kBlockValues) : count;  // a rotated tail block mixes its padding in
+    for (int s = 0; s < world_size; ++s) {
+      float v[kBlockValues] = {};
+      for (size_t i = 0; i < count; ++i) v[i] = load_value<T>(inputs[s], at + base + i);
+      if constexpr (kRot) rotate_block(v);
+      if (s != owner) plain_round_trip_block<Wire, scale_dtype(T)>(v);
+      for (size_t i = 0; i < summed; ++i) sum[i] = s == 0 ? v[i] : sum[i] + v[i];  // fp32, rank order
     }
-    for (size_t i = 0; i < n; ++i) acc[i] = s == 0 ? term[i] : acc[i] + term[i];  // fp32, rank order
-  }
+    if constexpr (kRot) unrotate_block(sum);
+    for (size_t i = 0; i < count; ++i) acc[base + i] = sum[i];
+  });
 }
 
 void twin_reduce_scatter(const void* const* inputs, int world_size, void* const* outputs, size_t k, DType dtype,

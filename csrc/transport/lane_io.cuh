@@ -5,6 +5,7 @@
 #pragma once
 
 #include "codecs/codec_list.hpp"
+#include "core/hadamard.hpp"
 #include "transport/lanes.cuh"
 #include "transport/primitives.cuh"
 
@@ -126,6 +127,34 @@ struct LaneIO<LosslessCodec, D> {
     return 0;
   }
 };
+
+// The rotated codecs' block transform (core/hadamard.hpp) on one lane: its 8 values, with the 3
+// partner lanes of its block (consecutive threads 4k..4k+3, as the block scale's shuffles) through
+// shuffles for the butterflies h = 8 (lane ^ 1) and 16 (lane ^ 2). The same operations, in the same
+// order, as the host's rotate_block: every lane of the warp must take part.
+__device__ __forceinline__ void hadamard_lane(float v[kLaneValues]) {
+  hadamard_lane_stages(v);
+  const int lane = threadIdx.x;
+#pragma unroll
+  for (int mask = 1; mask <= 2; mask *= 2)
+#pragma unroll
+    for (int i = 0; i < kLaneValues; ++i) {
+      const float other = __shfl_xor_sync(0xffffffffu, v[i], mask);
+      v[i] = (lane & mask) ? other - v[i] : v[i] + other;  // the lower index is always `a`
+    }
+}
+__device__ __forceinline__ void rotate_lane(float v[kLaneValues]) {
+  flip_signs(v, threadIdx.x % kLanesPerBlock);
+  hadamard_lane(v);
+#pragma unroll
+  for (int i = 0; i < kLaneValues; ++i) v[i] *= kRotateScale;
+}
+__device__ __forceinline__ void unrotate_lane(float v[kLaneValues]) {
+  hadamard_lane(v);
+#pragma unroll
+  for (int i = 0; i < kLaneValues; ++i) v[i] *= kUnrotateScale;
+  flip_signs(v, threadIdx.x % kLanesPerBlock);
+}
 
 // The user's input lanes a phase reads, each loaded one lane ahead into registers: the next
 // lane's HBM latency overlaps this lane's encode and send, where the kernel had one 16-byte load

@@ -33,7 +33,8 @@ def codec_id(name: str) -> int:
 
 
 def profile_to_codec(profile: int) -> str:
-    """The seeds' profile numbers: 1=fp16, 2=fp8, 3=int8, 4=int6, 5=int4, 6=fp4; ours: 7=lossless."""
+    """The seeds' profile numbers: 1=fp16, 2=fp8, 3=int8, 4=int6, 5=int4, 6=fp4; ours: 7=lossless,
+    8=int4h, 9=int6h (rotated)."""
     names = codec_names()
     if not isinstance(profile, int) or not 1 <= profile <= len(names):
         raise ValueError(f"profile must be an int in 1..{len(names)} ({', '.join(f'{i+1}={n}' for i, n in enumerate(names))}), got {profile!r}")

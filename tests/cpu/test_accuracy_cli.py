@@ -8,7 +8,8 @@ from quickreduce.cli import accuracy
 
 SMALL = ["--world-sizes", "2", "--numel", "8192", "--seed", "3"]
 # loose upper bounds on rel-L2 per codec (design notes section 4 levels, with margin)
-BOUNDS = {"fp16": 1e-2, "bf16": 1e-2, "fp8": 6e-2, "int8": 3e-2, "int6": 8e-2, "int4": 0.3, "fp4": 0.3}
+BOUNDS = {"fp16": 1e-2, "bf16": 1e-2, "fp8": 6e-2, "int8": 3e-2, "int6": 8e-2, "int4": 0.3, "fp4": 0.3,
+          "int6h": 8e-2, "int4h": 0.3}
 
 
 def _run(tmp_path, capsys, *extra):

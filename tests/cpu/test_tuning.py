@@ -149,7 +149,9 @@ def test_table_from_measurements_picks_fastest_within_each_bound():
             rows.append({"dtype": "bf16", "size": size, "algo": "two_shot", "codec": codec,
                          "time_us": 6 + slow * factor, "rel_err": err})
     data = table_from_measurements(rows, "NVIDIA H200", 2, driver="test", note="synthetic")
-    assert data["measured"] and data["codec_error_order"] == ["fp16", "int8", "int6", "fp8", "int4", "fp4"]
+    # measured codecs by error, then the unmeasured ones (the rotated) in the default order
+    assert data["measured"] and data["codec_error_order"] == ["fp16", "int8", "int6", "fp8", "int4", "fp4", "int6h",
+                                                              "int4h"]
     table = table_from_dict(data)
     assert choose(table, 64 << 10, "bf16") == ("one_shot", "bf16")
     assert choose(table, 64 << 10, "bf16", "int4") == ("one_shot", "bf16")  # codec overhead loses
@@ -177,7 +179,7 @@ def test_lossless_codec_is_an_exact_choice():
             {"dtype": "bf16", "size": size, "algo": "two_shot", "codec": "int8", "time_us": 400.0, "rel_err": 0.008},
         ]
     data = table_from_measurements(rows, "NVIDIA H200", 2, driver="test")
-    assert "lossless" not in data["codec_errors"] and data["codec_error_order"] == ["fp16", "int8", "fp8", "int6", "int4", "fp4"]
+    assert "lossless" not in data["codec_errors"] and data["codec_error_order"] == list(tuning.DEFAULT_CODEC_ERROR_ORDER)
     entries = data["dtypes"]["bf16"]
     assert entries[0]["lossless"] == "two_shot" and entries[-1]["lossless"] == ["two_shot", "lossless"]
     table = table_from_dict(data)

@@ -106,7 +106,7 @@ def assert_nonfinite_spreads(inputs, out, dtype, codec):
 # ---- twin vs oracle -----------------------------------------------------------------------------
 
 def test_codec_names(C):
-    assert list(C.codec_names()) == ["fp16", "fp8", "int8", "int6", "int4", "fp4", "lossless"]
+    assert list(C.codec_names()) == ["fp16", "fp8", "int8", "int6", "int4", "fp4", "lossless", "int4h", "int6h"]
 
 
 @pytest.mark.parametrize("codec", CODECS)

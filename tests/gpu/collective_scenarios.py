@@ -22,7 +22,7 @@ from scenarios import same_everywhere, same_on_all_ranks  # noqa: E402
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 BITS = {torch.float16: (torch.int16, np.uint16), torch.bfloat16: (torch.int16, np.uint16),
         torch.float32: (torch.int32, np.uint32)}
-CODECS = ["fp16", "lossless", "fp8", "int8", "int6", "int4", "fp4"]
+CODECS = ["fp16", "lossless", "fp8", "int8", "int6", "int4", "fp4", "int4h", "int6h"]
 COUNTS = [1, 7, 33, 1000, 4097, 65_537, 300_001]  # values per segment
 
 

@@ -64,6 +64,9 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   using Packed = typename Codec::Packed;
   constexpr bool kPassthrough = std::is_same_v<Codec, PassthroughCodec>;  // groups and step order differ
   constexpr bool kLossless = std::is_same_v<Codec, LosslessCodec>;        // slices packed or raw
+  // Rotated codecs (int4h, int6h) sum in the rotated domain: every encoded lane is rotated first,
+  // the owner rotates its own values too, and each output lane is rotated back once.
+  constexpr bool kRotated = kIsRotated<Codec>;
   // On 2 GPUs, where a stage slot holds two slices (int4, fp4, int6 at 512 threads), consecutive
   // tiles' slices for the same owner are staged side by side and sent as one copy: they lie side
   // by side at the owner too. One fence, barrier and copy per two slices.
@@ -269,6 +272,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
           fetch_input(c.first + tile_values, rank_after(1), kFull);
         }
         Packed p;
+        if constexpr (kRotated) rotate_lane(v);
         uint16_t scale = IO::encode(v, p);
         const bool flush = part + 1 == kParts || i + 1 == n;
         send_slice(
@@ -300,6 +304,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         if (src == me) {  // my own values never cross the link: added exactly (no round trip)
           fetch.take<D>(in_lane + c.first + me * slice_values, lane_valid(c.first, full, me), v);
           if (i + 1 < n) fetch_input(c.first + tile_values, me, kFull);
+          if constexpr (kRotated) rotate_lane(v);
         } else {
           scale =
               IO::load(slots + src * src_stride, sl, lane, p, form_at(local + a.layout.rs_forms, c.index + src));
@@ -310,6 +315,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
       }
       Packed p;
       const uint16_t scale = IO::encode_keep(acc, p);  // the owner keeps exactly what it broadcasts
+      if constexpr (kRotated) unrotate_lane(acc);  // (p holds the payload: acc is free now)
       store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c.first, full, me), acc);
       const bool flush = part + 1 == kParts || i + 1 == n;
       send_slice(
@@ -342,6 +348,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         uint16_t scale =
             IO::load(slots + src * src_stride, sl, lane, p, form_at(local + a.layout.ag_forms, c.index + src));
         IO::decode(p, scale, v);
+        if constexpr (kRotated) unrotate_lane(v);
         store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c.first, full, src), v);
       }
     }

@@ -94,6 +94,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   using Wire = WireCodec<Codec, T>;
   using IO = LaneIO<Wire, scale_dtype(T)>;
   using Packed = typename Wire::Packed;
+  // Rotated codecs: lanes are rotated before they are encoded and rotated back after they are
+  // decoded; reduce-scatter sums in the rotated domain (its own values rotated too) and rotates
+  // the sum back once.
+  constexpr bool kRotated = kIsRotated<Codec>;
   constexpr size_t kStage = kExchangeStageBytes<Wire>;
   constexpr int kSlots = kExchangeStageSlots<Wire>;
   __shared__ alignas(128) uint8_t s_stage[kSlots * kStage];
@@ -215,7 +219,9 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         float v[kLaneValues];
         Packed p;
         load_values<T>(a.in, a.send_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
+        if constexpr (kRotated) rotate_lane(v);
         const uint16_t scale = IO::encode_keep(v, p);  // v: what every receiver decodes
+        if constexpr (kRotated) unrotate_lane(v);
         store_values<T>(a.out, a.recv_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
         send_slice(p, scale, W - 1, [&](int j) { return slot_at(rank_after(me, 1 + j, W), i); });
         continue;
@@ -226,6 +232,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         float v[kLaneValues];
         Packed p;
         load_values<T>(a.in, a.send_offset[d] + i * S + lane_at, valid_in(i, a.send_count[d]), vec, v);
+        if constexpr (kRotated) rotate_lane(v);
         const uint16_t scale = IO::encode(v, p);
         send_slice(p, scale, 1, [&](int) { return slot_at(d, i); });
       }
@@ -234,7 +241,9 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         float v[kLaneValues];
         Packed p;
         load_values<T>(a.in, a.send_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
+        if constexpr (kRotated) rotate_lane(v);
         IO::encode_keep(v, p);
+        if constexpr (kRotated) unrotate_lane(v);
         store_values<T>(a.out, a.recv_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
       }
     }
@@ -280,12 +289,14 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
           float v[kLaneValues];
           if (s == me) {  // my own values never cross the link: added exactly
             load_values<T>(a.in, a.send_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
+            if constexpr (kRotated) rotate_lane(v);
           } else {
             decode_from(s, i, v);
           }
 #pragma unroll
           for (int k = 0; k < kLaneValues; ++k) acc[k] = s == 0 ? v[k] : acc[k] + v[k];
         }
+        if constexpr (kRotated) unrotate_lane(acc);
         store_values<T>(a.out, i * S + lane_at, valid_in(i, n), vec, acc);
         continue;
       }
@@ -294,6 +305,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         if (i >= slices(s, me)) continue;
         float v[kLaneValues];
         decode_from(s, i, v);
+        if constexpr (kRotated) unrotate_lane(v);
         store_values<T>(a.out, a.recv_offset[s] + i * S + lane_at, valid_in(i, s_count[s][me]), vec, v);
       }
     }

@@ -28,7 +28,7 @@ import numpy as np
 from quickreduce import oracle
 from quickreduce.cli.launch import free_port
 
-CODECS = ("passthrough", "fp8", "int8", "int6", "int4", "fp4")  # passthrough runs as the dtype's name
+CODECS = ("passthrough", "fp8", "int8", "int6", "int6h", "int4", "int4h", "fp4")  # passthrough runs as the dtype's name
 # On request only: "lossless" has the passthrough's error by construction (the same bits).
 EXTRA_CODECS = ("lossless",)
 DATASETS = ("gaussian", "student_t", "llm")

@@ -18,7 +18,10 @@ PASSTHROUGH = ("fp16", "bf16", "fp32")
 EXACT = PASSTHROUGH + ("lossless",)
 DIVISOR = {"int8": 127, "int6": 31, "int4": 7, "fp8": 448, "fp4": 6}
 # The 16-bit dtypes' codec names as the all-reduce tests iterate them ("bf16": passthrough alias).
-CODECS = ("fp16", "bf16", "fp8", "int8", "int6", "int4", "fp4", "lossless")
+CODECS = ("fp16", "bf16", "fp8", "int8", "int6", "int4", "fp4", "lossless", "int4h", "int6h")
+# Rotated codecs (docs/codec-spec.md, "Rotated codecs"): the plain codec each quantizes with.
+ROTATED = {"int4h": "int4", "int6h": "int6"}
+ROTATION_SIGNS = 0x9E3779B9  # bit i: value i of a block is negated before the transform
 ALL_CODECS = CODECS + ("fp32",)  # every accepted name, the "fp32" alias of the passthrough included
 # The 16-bit tensor dtypes (the two-shot all-reduce and twin_round_trip take these only).
 DTYPES = ("fp16", "bf16")
@@ -123,7 +126,52 @@ def fp4_unit_scale_inputs() -> np.ndarray:
 
 # ---- block quantize + dequantize ----------------------------------------------------------------
 
+def _blocks(v: np.ndarray) -> np.ndarray:
+    """fp32 values as [blocks, 32], the tail padded with zeros."""
+    v = np.asarray(v, dtype=np.float32).reshape(-1)
+    out = np.zeros(-(-v.size // BLOCK) * BLOCK, np.float32)
+    out[:v.size] = v
+    return out.reshape(-1, BLOCK)
+
+
+def _hadamard(blk: np.ndarray) -> np.ndarray:
+    """32-point Walsh-Hadamard of each row, butterflies h = 1, 2, 4, 8, 16: (a, b) -> (a + b, a - b)
+    in fp32 for every pair (i, i + h) with i & h == 0."""
+    u = blk.astype(np.float32, copy=True)
+    for h in (1, 2, 4, 8, 16):
+        lo = np.array([i for i in range(BLOCK) if not i & h])
+        a, b = u[:, lo].copy(), u[:, lo + h].copy()
+        u[:, lo], u[:, lo + h] = a + b, a - b
+    return u
+
+
+_SIGNS = np.array([-1.0 if (ROTATION_SIGNS >> i) & 1 else 1.0 for i in range(BLOCK)], np.float32)
+
+
+def rotate(blk: np.ndarray) -> np.ndarray:
+    """r = 2^-3 H (s . x) of each row of 32 (exact sign flips and power-of-two scaling)."""
+    with np.errstate(all="ignore"):
+        return (_hadamard(blk * _SIGNS) * np.float32(0.125)).astype(np.float32)
+
+
+def unrotate(blk: np.ndarray) -> np.ndarray:
+    """x = s . (2^-2 H r) of each row of 32."""
+    with np.errstate(all="ignore"):
+        return ((_hadamard(blk) * np.float32(0.25)) * _SIGNS).astype(np.float32)
+
+
 def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
+    """D(Q(v)) of fp32 values v, blockwise from v[0]; rotated codecs: unrot(D(Q(rot(v)))), the
+    padding of a tail block rotated in with the rest."""
+    if codec in ROTATED:
+        v = np.asarray(v, dtype=np.float32).reshape(-1)
+        blk = rotate(_blocks(v))
+        back = unrotate(_plain_qdq(blk.reshape(-1), dtype, ROTATED[codec]).reshape(-1, BLOCK))
+        return back.reshape(-1)[:v.size]
+    return _plain_qdq(v, dtype, codec)
+
+
+def _plain_qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
     """D(Q(v)) of fp32 values v (any length), blockwise from v[0], as fp32 values (T: the tensor
     dtype, which fixes the scale type S(T) and the passthrough's rounding)."""
     v = np.asarray(v, dtype=np.float32).reshape(-1)

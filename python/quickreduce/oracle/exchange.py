@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .codecs import _qdq, as_bits, from_f32, to_f32
+from .codecs import BLOCK, ROTATED, _blocks, _plain_qdq, _qdq, as_bits, from_f32, rotate, to_f32, unrotate
 
 
 def segment_dq(v: np.ndarray, start: int, n: int, dtype: str, codec: str) -> np.ndarray:
@@ -33,6 +33,15 @@ def reduce_chunk(values: list[np.ndarray], owner: int, start: int, n: int, dtype
     """Rank `owner`'s fp32 sum of values [start, start + n) of every rank (fp32 values, one array a
     rank): its own values exact, every other rank's segment through DQ once, added in rank order
     starting from rank 0's term (acc = c_0; acc += c_s for s = 1..W-1)."""
+    if codec in ROTATED:  # every term rotated blockwise, summed rotated, rotated back once
+        acc = None
+        with np.errstate(all="ignore"):
+            for s, v in enumerate(values):
+                blk = rotate(_blocks(v[start:start + n]))
+                if s != owner:
+                    blk = _plain_qdq(blk.reshape(-1), dtype, ROTATED[codec]).reshape(-1, BLOCK)
+                acc = blk if acc is None else (acc + blk).astype(np.float32)
+        return unrotate(acc).reshape(-1)[:n] if n else np.zeros(0, np.float32)
     acc = None
     with np.errstate(all="ignore"):
         for s, v in enumerate(values):

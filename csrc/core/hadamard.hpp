@@ -1,0 +1,71 @@
+// The block rotation of the rotated codecs (int4h, int6h; docs/codec-spec.md, "Rotated codecs"):
+// a fixed sign flip, then a 32-point Walsh-Hadamard transform, in a fixed butterfly order so the
+// kernels, the CPU twin and the numpy oracle round alike. Forward r = 2^-3 H (s . x), inverse
+// x = s . (2^-2 H r): H H = 32 I, and the power-of-two factors are exact (2^-3 rather than the
+// orthonormal 2^-2.5 keeps fp16 blocks inside the 16-bit scale's range: |r| <= 4 max|x|).
+// Rotating spreads one outlier over its block, so the other 31 values keep their resolution.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "core/block.hpp"
+
+namespace qr {
+
+// Bit i: whether value i of a block is negated before the transform (a fixed pseudo-random pattern).
+constexpr uint32_t kRotationSigns = 0x9E3779B9u;
+constexpr float kRotateScale = 0.125f;   // 2^-3
+constexpr float kUnrotateScale = 0.25f;  // 2^-2
+
+// Butterflies h = 1, 2, 4 inside one lane of 8 values: (a, b) -> (a + b, a - b) for i & h == 0.
+QR_HD void hadamard_lane_stages(float v[kLaneValues]) {
+#pragma unroll
+  for (int h = 1; h < kLaneValues; h *= 2)
+#pragma unroll
+    for (int i = 0; i < kLaneValues; ++i)
+      if ((i & h) == 0) {
+        const float a = v[i], b = v[i + h];
+        v[i] = a + b;
+        v[i + h] = a - b;
+      }
+}
+
+// Sign flip of a lane's 8 values: `lane` is the lane's place in its block (0..3).
+QR_HD void flip_signs(float v[kLaneValues], int lane) {
+#pragma unroll
+  for (int i = 0; i < kLaneValues; ++i)
+    if ((kRotationSigns >> (kLaneValues * lane + i)) & 1u) v[i] = -v[i];
+}
+
+// The whole-block transform on the host (the twin): the lane stages of each lane, then the
+// cross-lane butterflies h = 8, 16, in the order the kernels' shuffles take.
+inline void hadamard_block(float v[kBlockValues]) {
+  for (int l = 0; l < kLanesPerBlock; ++l) hadamard_lane_stages(v + l * kLaneValues);
+  for (int h = kLaneValues; h < kBlockValues; h *= 2)
+    for (int i = 0; i < kBlockValues; ++i)
+      if ((i & h) == 0) {
+        const float a = v[i], b = v[i + h];
+        v[i] = a + b;
+        v[i + h] = a - b;
+      }
+}
+inline void rotate_block(float v[kBlockValues]) {
+  for (int l = 0; l < kLanesPerBlock; ++l) flip_signs(v + l * kLaneValues, l);
+  hadamard_block(v);
+  for (int i = 0; i < kBlockValues; ++i) v[i] *= kRotateScale;
+}
+inline void unrotate_block(float v[kBlockValues]) {
+  hadamard_block(v);
+  for (int i = 0; i < kBlockValues; ++i) v[i] *= kUnrotateScale;
+  for (int l = 0; l < kLanesPerBlock; ++l) flip_signs(v + l * kLaneValues, l);
+}
+
+// Whether a codec rotates its blocks (Codec::kRotated, false where a codec does not say).
+template <class Codec, class = void>
+struct IsRotated { static constexpr bool value = false; };
+template <class Codec>
+struct IsRotated<Codec, std::void_t<decltype(Codec::kRotated)>> { static constexpr bool value = Codec::kRotated; };
+template <class Codec>
+constexpr bool kIsRotated = IsRotated<Codec>::value;
+
+}  // namespace qr
