@@ -1,8 +1,10 @@
 // The block rotation of the rotated codecs (int4h, int6h; docs/codec-spec.md, "Rotated codecs"):
 // a fixed sign flip, then a 32-point Walsh-Hadamard transform, in a fixed butterfly order so the
-// kernels, the CPU twin and the numpy oracle round alike. Forward r = 2^-3 H (s . x), inverse
-// x = s . (2^-2 H r): H H = 32 I, and the power-of-two factors are exact (2^-3 rather than the
-// orthonormal 2^-2.5 keeps fp16 blocks inside the 16-bit scale's range: |r| <= 4 max|x|).
+// kernels, the CPU twin and the numpy oracle round alike. Forward r = H (2^-5 s . x), inverse
+// x = s . 2^3 H (2^-3 r): H H = 32 I, and the power-of-two factors are exact. They come before the
+// butterflies so no partial sum exceeds the largest input (|r| <= max|x|): bf16 blocks near
+// FLT_MAX must not overflow to inf in the transform (GPU test codec_edge_values, run 1 of
+// session 13), and the scale absmax/qmax stays inside fp16's range.
 // Rotating spreads one outlier over its block, so the other 31 values keep their resolution.
 #pragma once
 #include <cstdint>
@@ -14,8 +16,9 @@ namespace qr {
 
 // Bit i: whether value i of a block is negated before the transform (a fixed pseudo-random pattern).
 constexpr uint32_t kRotationSigns = 0x9E3779B9u;
-constexpr float kRotateScale = 0.125f;   // 2^-3
-constexpr float kUnrotateScale = 0.25f;  // 2^-2
+constexpr float kRotateScale = 0.03125f;      // 2^-5, before the forward butterflies
+constexpr float kUnrotatePreScale = 0.125f;   // 2^-3, before the inverse butterflies
+constexpr float kUnrotatePostScale = 8.0f;    // 2^3, after them
 
 // Butterflies h = 1, 2, 4 inside one lane of 8 values: (a, b) -> (a + b, a - b) for i & h == 0.
 QR_HD void hadamard_lane_stages(float v[kLaneValues]) {
@@ -51,12 +54,13 @@ inline void hadamard_block(float v[kBlockValues]) {
 }
 inline void rotate_block(float v[kBlockValues]) {
   for (int l = 0; l < kLanesPerBlock; ++l) flip_signs(v + l * kLaneValues, l);
-  hadamard_block(v);
   for (int i = 0; i < kBlockValues; ++i) v[i] *= kRotateScale;
+  hadamard_block(v);
 }
 inline void unrotate_block(float v[kBlockValues]) {
+  for (int i = 0; i < kBlockValues; ++i) v[i] *= kUnrotatePreScale;
   hadamard_block(v);
-  for (int i = 0; i < kBlockValues; ++i) v[i] *= kUnrotateScale;
+  for (int i = 0; i < kBlockValues; ++i) v[i] *= kUnrotatePostScale;
   for (int l = 0; l < kLanesPerBlock; ++l) flip_signs(v + l * kLaneValues, l);
 }
 

@@ -145,14 +145,16 @@ __device__ __forceinline__ void hadamard_lane(float v[kLaneValues]) {
 }
 __device__ __forceinline__ void rotate_lane(float v[kLaneValues]) {
   flip_signs(v, threadIdx.x % kLanesPerBlock);
-  hadamard_lane(v);
 #pragma unroll
   for (int i = 0; i < kLaneValues; ++i) v[i] *= kRotateScale;
+  hadamard_lane(v);
 }
 __device__ __forceinline__ void unrotate_lane(float v[kLaneValues]) {
+#pragma unroll
+  for (int i = 0; i < kLaneValues; ++i) v[i] *= kUnrotatePreScale;
   hadamard_lane(v);
 #pragma unroll
-  for (int i = 0; i < kLaneValues; ++i) v[i] *= kUnrotateScale;
+  for (int i = 0; i < kLaneValues; ++i) v[i] *= kUnrotatePostScale;
   flip_signs(v, threadIdx.x % kLanesPerBlock);
 }
 

@@ -144,6 +144,9 @@ def all_reduce_fp32(comm, x: torch.Tensor, out: torch.Tensor, codec: str) -> tor
         flat = padded
     chunk = torch.empty(K, dtype=x.dtype, device=x.device)
     _run(comm, "reduce_scatter", flat, chunk, codec, [K] * W, [K] * W)
+    valid = min(max(n - comm.rank * K, 0), K)
+    if valid < K:  # the padding must stay zero for the second shot (a rotated codec's sum is not)
+        chunk[valid:].zero_()
     gathered = out.reshape(-1) if W * K == n else torch.empty(W * K, dtype=x.dtype, device=x.device)
     _run(comm, "all_gather", chunk, gathered, codec, [K] * W, [K] * W)
     if W * K != n:

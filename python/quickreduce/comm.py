@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from . import _C, codecs, collectives, config
+from . import _C, codecs, collectives, config, ops
 
 QuickReduceError = _C.QuickReduceError
 PeerTimeoutError = _C.PeerTimeoutError
@@ -85,6 +85,7 @@ class Communicator:
         self._table = None
         self._c = _C.Communicator(rank, world_size, self.device, self.max_size,
                                   timeout_s if timeout_s is not None else config.timeout_s())
+        self._handle = ops.register(self)  # names this communicator in torch.ops.quickreduce.*
         if self.group is not None:
             self._exchange_through_group()
 
@@ -117,9 +118,14 @@ class Communicator:
         """The default codec of one collective (the constructor's ``codecs``, else the environment)."""
         return self.codecs[collective]
 
+    @property
+    def handle(self) -> int:
+        """The integer that names this communicator in ``torch.ops.quickreduce.*`` (quickreduce/ops.py)."""
+        return self._handle
+
     # ---- the collectives ----
     def all_reduce(self, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec: Optional[str] = None,
-                   algo: str = "auto") -> torch.Tensor:
+                   algo: str = "auto", *, op="sum", async_op: bool = False):
         """Sum ``x`` over all ranks; returns ``out`` (a new tensor when not given; ``out=x`` is in place).
 
         Args:
@@ -134,9 +140,39 @@ class Communicator:
             algo: ``"auto"``, ``"one_shot"`` (passthrough only), ``"two_shot"`` or ``"nccl"`` (through the group).
                 With ``"auto"``, an exact codec (``"fp16"``/``"bf16"``/``"lossless"``) runs the fastest exact
                 method for the size (they give the same bits), and ``"lossless"`` on fp16 runs the passthrough.
+            op: ``torch.distributed.ReduceOp.SUM`` (default), ``AVG`` (every codec: the sum, then divided
+                elementwise by the world size in the tensor's dtype, ``out.div_(W)``: identical bits on every
+                rank), ``MAX``/``MIN`` (exact codecs only, else ValueError; run as an exact all-to-all, a local
+                amax/amin and an exact all-gather: a passthrough all-reduce's traffic plus scratch of about
+                twice the message; algo ``"auto"`` or ``"nccl"``); or ``"sum"``/``"avg"``/``"max"``/``"min"``.
+            async_op: ``True`` returns a ``quickreduce.ops.Work`` (``wait()``, ``is_completed()``): the call runs
+                on a side stream ordered after the current stream, and ``wait()`` orders the current stream
+                after it. ``False``: runs on the current stream and returns the output.
 
         Every rank must make the same call. Runs on the current CUDA stream; capturable in CUDA graphs.
+        With ``out=None`` and ``async_op=False`` this is ``torch.ops.quickreduce.all_reduce`` (torch.compile
+        traces it without a graph break). See quickreduce/ops.py for ReduceOp and async_op in full.
         """
+        name, codec = ops.check_reduce(op, codec if codec is not None else self.codec_for("all_reduce"), "all_reduce")
+        ops.check_call(x, async_op)
+        if async_op:
+            return ops.run_async(self, self._all_reduce, (x, out, codec, algo, name), (x, out))
+        if out is None:
+            return torch.ops.quickreduce.all_reduce(x, self._handle, codec, algo, name)
+        return self._all_reduce(x, out, codec, algo, name)
+
+    def _all_reduce(self, x: torch.Tensor, out: Optional[torch.Tensor], codec: str, algo: str,
+                    op: str) -> torch.Tensor:
+        """The all-reduce every form runs (the op, ``out=``, async): SUM, then AVG's division, or MAX/MIN."""
+        if op in ("max", "min"):
+            return ops.all_reduce_extreme(self, x, out, codec, algo, op)
+        out = self._all_reduce_sum(x, out, codec, algo)
+        if op == "avg":
+            out.div_(self.world_size)  # elementwise on the reduced output, in its dtype: the same on every rank
+        return out
+
+    def _all_reduce_sum(self, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec: Optional[str] = None,
+                        algo: str = "auto") -> torch.Tensor:
         self._check_tensor(x, "x", collectives.DTYPE_IDS)
         if out is None:
             out = torch.empty_like(x)
@@ -167,35 +203,69 @@ class Communicator:
         return out
 
     def reduce_scatter(self, x: torch.Tensor, out: Optional[torch.Tensor] = None,
-                       codec: Optional[str] = None) -> torch.Tensor:
+                       codec: Optional[str] = None, *, op="sum", async_op: bool = False):
         """Sum ``x`` over all ranks and keep block ``rank`` of the sum: x ``[W*k, ...]`` -> ``[k, ...]``.
 
         Equivalent torch call: ``torch.distributed.reduce_scatter_tensor(out, x)``. dtypes float16,
         bfloat16, float32; codec as in ``all_reduce`` (one quantization of every other rank's values;
-        this rank's own are added exactly). ``x.numel()`` must divide by the world size.
+        this rank's own are added exactly). ``x.numel()`` must divide by the world size. ``op`` and
+        ``async_op`` as in ``all_reduce`` (MAX/MIN: an exact all-to-all and a local amax/amin, the
+        traffic of a passthrough reduce-scatter). With ``out=None`` and ``async_op=False`` this is
+        ``torch.ops.quickreduce.reduce_scatter``.
         """
-        return collectives.reduce_scatter(self, x, out, codec)
+        name, codec = ops.check_reduce(op, codec if codec is not None else self.codec_for("reduce_scatter"),
+                                       "reduce_scatter")
+        ops.check_call(x, async_op)
+        if async_op:
+            return ops.run_async(self, self._reduce_scatter, (x, out, codec, name), (x, out))
+        if out is None:
+            return torch.ops.quickreduce.reduce_scatter(x, self._handle, codec, name)
+        return self._reduce_scatter(x, out, codec, name)
+
+    def _reduce_scatter(self, x: torch.Tensor, out: Optional[torch.Tensor], codec: str, op: str) -> torch.Tensor:
+        if op in ("max", "min"):
+            return ops.reduce_scatter_extreme(self, x, out, codec, op)
+        out = collectives.reduce_scatter(self, x, out, codec)
+        if op == "avg":
+            out.div_(self.world_size)  # as all_reduce's AVG
+        return out
 
     def all_gather(self, x: torch.Tensor, out: Optional[torch.Tensor] = None,
-                   codec: Optional[str] = None) -> torch.Tensor:
+                   codec: Optional[str] = None, *, async_op: bool = False):
         """Concatenate every rank's ``x`` along dim 0: ``[k, ...]`` -> ``[W*k, ...]``.
 
         Equivalent torch call: ``torch.distributed.all_gather_into_tensor(out, x)``. With a lossy codec
         every block is what its sender's one payload decodes to, on every rank (the sender's own
-        included): all ranks hold identical bits.
+        included): all ranks hold identical bits. ``async_op`` as in ``all_reduce``; with ``out=None``
+        and ``async_op=False`` this is ``torch.ops.quickreduce.all_gather``.
         """
+        ops.check_call(x, async_op)
+        if async_op:
+            return ops.run_async(self, collectives.all_gather, (self, x, out, codec), (x, out))
+        if out is None:
+            return torch.ops.quickreduce.all_gather(x, self._handle, codec)
         return collectives.all_gather(self, x, out, codec)
 
     def all_to_all(self, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec: Optional[str] = None,
                    output_split_sizes: Optional[Sequence[int]] = None,
-                   input_split_sizes: Optional[Sequence[int]] = None) -> torch.Tensor:
+                   input_split_sizes: Optional[Sequence[int]] = None, *, async_op: bool = False):
         """Send rows ``input_split_sizes[d]`` of ``x`` (dim 0, in rank order) to rank d; receive
         ``output_split_sizes[s]`` rows from each rank s into ``out`` in rank order. None: even splits.
 
         Equivalent torch call: ``torch.distributed.all_to_all_single(out, x, output_split_sizes,
         input_split_sizes)``. The sizes cross the link with the data: a rank whose
         ``output_split_sizes[s]`` differs from what rank s sends gets ``CallMismatchError``.
+        ``async_op`` as in ``all_reduce``; with ``out=None`` and ``async_op=False`` this is
+        ``torch.ops.quickreduce.all_to_all``.
         """
+        ops.check_call(x, async_op)
+        if async_op:
+            return ops.run_async(self, collectives.all_to_all,
+                                 (self, x, out, codec, output_split_sizes, input_split_sizes), (x, out))
+        if out is None:
+            return torch.ops.quickreduce.all_to_all(
+                x, self._handle, codec, None if output_split_sizes is None else [int(s) for s in output_split_sizes],
+                None if input_split_sizes is None else [int(s) for s in input_split_sizes])
         return collectives.all_to_all(self, x, out, codec, output_split_sizes, input_split_sizes)
 
     def _plan(self, nbytes: int, dtype: torch.dtype, codec: str, algo: str) -> tuple[str, str]:
@@ -279,6 +349,7 @@ class Communicator:
     def close(self) -> None:
         """Free the workspace and peer mappings; later calls raise. Idempotent."""
         if self._c is not None:
+            ops.unregister(getattr(self, "_handle", 0))
             self._c.close()
             self._c = None
 

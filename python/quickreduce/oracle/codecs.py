@@ -149,15 +149,16 @@ _SIGNS = np.array([-1.0 if (ROTATION_SIGNS >> i) & 1 else 1.0 for i in range(BLO
 
 
 def rotate(blk: np.ndarray) -> np.ndarray:
-    """r = 2^-3 H (s . x) of each row of 32 (exact sign flips and power-of-two scaling)."""
+    """r = H (2^-5 s . x) of each row of 32 (exact sign flips and power-of-two scaling, before the
+    butterflies so no partial sum exceeds max|x|)."""
     with np.errstate(all="ignore"):
-        return (_hadamard(blk * _SIGNS) * np.float32(0.125)).astype(np.float32)
+        return _hadamard((blk * _SIGNS) * np.float32(0.03125)).astype(np.float32)
 
 
 def unrotate(blk: np.ndarray) -> np.ndarray:
-    """x = s . (2^-2 H r) of each row of 32."""
+    """x = s . 2^3 H (2^-3 r) of each row of 32."""
     with np.errstate(all="ignore"):
-        return ((_hadamard(blk) * np.float32(0.25)) * _SIGNS).astype(np.float32)
+        return ((_hadamard(blk * np.float32(0.125)) * np.float32(8.0)) * _SIGNS).astype(np.float32)
 
 
 def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
