@@ -5,6 +5,7 @@
 
 #include "comm/communicator.hpp"
 #include "comm/status.hpp"
+#include "tools/codec_speed.hpp"
 #include "transport/workspace.hpp"
 
 namespace nb = nanobind;
@@ -30,6 +31,14 @@ void register_comm(nb::module_& m) {
 
   m.def("workspace_bytes", [](int world_size, size_t max_bytes) { return qr::WorkspaceLayout::make(world_size, max_bytes).total; },
         "world_size"_a, "max_bytes"_a, "Device memory one rank's workspace takes for this world size and max_size.");
+
+  m.def("codec_wire_bytes", [](size_t numel, int codec) { return qr::codec_wire_bytes(numel, qr::CodecId(codec)); },
+        "numel"_a, "codec"_a, "Bytes a tensor of numel values takes encoded (planes and scales), for codec_speed.");
+  m.def("codec_speed", [](uintptr_t in, uintptr_t wire, uintptr_t out, size_t numel, int dtype, int codec, uintptr_t stream,
+                          bool encode, bool decode) {
+    qr::codec_speed_launch(in, wire, out, numel, qr::DType(dtype), qr::CodecId(codec), stream, encode, decode);
+  }, "in_ptr"_a, "wire_ptr"_a, "out_ptr"_a, "numel"_a, "dtype"_a, "codec"_a, "stream"_a, "encode"_a = true,
+        "decode"_a = true, "One GPU, no link: encode a 16-bit tensor into wire and/or decode it into out (block-scaled codecs).");
 
   nb::class_<qr::Communicator>(m, "Communicator")
       .def(nb::init<int, int, int, size_t, double>(), "rank"_a, "world_size"_a, "device"_a, "max_bytes"_a, "timeout_s"_a)

@@ -8,17 +8,29 @@
 
 namespace qr::twin {
 
-// The block's scale (as decode reads it) and its inverse (as encode uses it); 1 and 1 unscaled.
+// The block's scale word, its value (as decode reads it) and inverse (as encode uses it), and
+// the factors a tiny block is lifted by before encoding and dropped by after decoding (1 and 1
+// for a normal block; core/block.hpp). Unscaled codecs: all 1.
 // D is the scale's 16-bit dtype (scale_dtype() of the tensor's).
+struct BlockScale {
+  float scale = 1.0f, inv = 1.0f, lift = 1.0f, drop = 1.0f;
+};
 template <class Codec, DType D>
-void block_scale_and_inverse(const float v[kBlockValues], float& scale, float& inv) {
-  scale = inv = 1.0f;
+BlockScale block_scale_of(const float v[kBlockValues]) {
+  BlockScale b;
   if constexpr (Codec::kScaled) {
     uint32_t absmax = 0;
     for (int l = 0; l < kLanesPerBlock; ++l) absmax = std::max(absmax, lane_absmax_bits(v + l * kLaneValues));
-    scale = to_float<D>(block_scale<D>(absmax, Codec::kDivisor));
-    inv = inverse_scale(scale);
+    const uint16_t word = block_scale<D>(absmax, Codec::kDivisor);
+    b.scale = scale_value<D>(word);
+    b.inv = inverse_scale(b.scale);
+    if (is_tiny_scale(word)) b.lift = kTinyLift<D>, b.drop = kTinyDrop<D>;
   }
+  return b;
+}
+inline void scale_block(float v[kBlockValues], float by) {
+  if (by != 1.0f)
+    for (int i = 0; i < kBlockValues; ++i) v[i] *= by;
 }
 
 // Quantize and dequantize one block of 32 fp32 values in place, exactly as the kernels do it
@@ -27,12 +39,13 @@ void block_scale_and_inverse(const float v[kBlockValues], float& scale, float& i
 // rotates and rotates back (round_trip_block does both).
 template <class Codec, DType D>
 void plain_round_trip_block(float v[kBlockValues]) {
-  float scale, inv;
-  block_scale_and_inverse<Codec, D>(v, scale, inv);
+  const BlockScale b = block_scale_of<Codec, D>(v);
+  scale_block(v, b.lift);
   for (int l = 0; l < kLanesPerBlock; ++l) {
-    auto packed = Codec::template encode<D>(v + l * kLaneValues, inv);
-    Codec::template decode<D>(packed, scale, v + l * kLaneValues);
+    auto packed = Codec::template encode<D>(v + l * kLaneValues, b.inv);
+    Codec::template decode<D>(packed, b.scale, v + l * kLaneValues);
   }
+  scale_block(v, b.drop);
 }
 // One value's whole trip through the codec: DQ (rotated codecs: unrot(DQ(rot(v)))).
 template <class Codec, DType D>
@@ -48,9 +61,10 @@ void round_trip_block(float v[kBlockValues]) {
 template <class Codec, DType D>
 void owner_block(float v[kBlockValues]) {
   if constexpr (Codec::kKeepsDecoded) {
-    float scale, inv;
-    block_scale_and_inverse<Codec, D>(v, scale, inv);
-    for (int l = 0; l < kLanesPerBlock; ++l) Codec::template encode_keep<D>(v + l * kLaneValues, inv, scale);
+    const BlockScale b = block_scale_of<Codec, D>(v);
+    scale_block(v, b.lift);
+    for (int l = 0; l < kLanesPerBlock; ++l) Codec::template encode_keep<D>(v + l * kLaneValues, b.inv, b.scale);
+    scale_block(v, b.drop);
   } else {
     plain_round_trip_block<Codec, D>(v);
   }

@@ -23,18 +23,39 @@ struct LaneIO {
     m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
     m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
     const uint16_t scale = block_scale<D>(m, Codec::kDivisor);
-    inv = inverse_scale(to_float<D>(scale));
+    inv = inverse_scale(scale_value<D>(scale));
     return scale;
+  }
+  // A tiny block (core/block.hpp) is encoded lifted by 2^K and dropped back after decoding.
+  __device__ static void lift(float v[kLaneValues], float by) {
+#pragma unroll
+    for (int i = 0; i < kLaneValues; ++i) v[i] *= by;
   }
   __device__ static uint16_t encode(const float v[kLaneValues], Packed& p) {
-    uint16_t scale = 0;
-    float inv = 1.0f;
-    if constexpr (Codec::kScaled) scale = block_scale_of(v, inv);
-    p = Codec::template encode<D>(v, inv);
-    return scale;
+    if constexpr (Codec::kScaled) {
+      float inv;
+      const uint16_t scale = block_scale_of(v, inv);
+      if (is_tiny_scale(scale)) {
+        float w[kLaneValues];
+#pragma unroll
+        for (int i = 0; i < kLaneValues; ++i) w[i] = v[i] * kTinyLift<D>;
+        p = Codec::template encode<D>(w, inv);
+      } else {
+        p = Codec::template encode<D>(v, inv);
+      }
+      return scale;
+    } else {
+      p = Codec::template encode<D>(v, 1.0f);
+      return 0;
+    }
   }
   __device__ static void decode(const Packed& p, uint16_t scale, float v[kLaneValues]) {
-    Codec::template decode<D>(p, Codec::kScaled ? to_float<D>(scale) : 1.0f, v);
+    if constexpr (Codec::kScaled) {
+      Codec::template decode<D>(p, scale_value<D>(scale), v);
+      if (is_tiny_scale(scale)) lift(v, kTinyDrop<D>);
+    } else {
+      Codec::template decode<D>(p, 1.0f, v);
+    }
   }
   // encode(), then v = what p decodes to: the integer codecs know it from their rounding (a
   // subtract and a multiply per value), the others decode.
@@ -42,7 +63,10 @@ struct LaneIO {
     if constexpr (Codec::kKeepsDecoded) {
       float inv;
       const uint16_t scale = block_scale_of(v, inv);
-      p = Codec::template encode_keep<D>(v, inv, to_float<D>(scale));
+      const bool tiny = is_tiny_scale(scale);
+      if (tiny) lift(v, kTinyLift<D>);
+      p = Codec::template encode_keep<D>(v, inv, scale_value<D>(scale));
+      if (tiny) lift(v, kTinyDrop<D>);
       return scale;
     } else {
       const uint16_t scale = encode(v, p);

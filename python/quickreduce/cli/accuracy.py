@@ -37,7 +37,7 @@ ALL_DTYPES = DTYPES + ("fp32",)  # fp32: the collectives (and the fp32 all-reduc
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 HIDDEN = 4096          # columns of the [tokens, hidden] matrix of the "llm" data set
 OUTLIER_FRAC = 0.005   # share of hidden channels that are outliers
-OUTLIER_SCALE = 100.0
+OUTLIER_SCALES = (20.0, 100.0)  # each outlier channel's magnitude, uniform in this range (as in LLM hidden states)
 
 
 def api_codec(codec: str, dtype: str) -> str:
@@ -60,9 +60,9 @@ def make_input(dataset: str, dtype: str, rank: int, numel: int, seed: int) -> np
         tokens = -(-numel // hidden)
         x = rng.standard_normal((tokens, hidden), dtype=np.float32)
         # the same outlier channels on every rank, as in a real layer's activations
-        cols = np.random.default_rng([seed, 99]).choice(
-            hidden, max(1, round(OUTLIER_FRAC * hidden)), replace=False)
-        x[:, cols] *= np.float32(OUTLIER_SCALE)
+        channels = np.random.default_rng([seed, 99])
+        cols = channels.choice(hidden, max(1, round(OUTLIER_FRAC * hidden)), replace=False)
+        x[:, cols] *= channels.uniform(*OUTLIER_SCALES, cols.size).astype(np.float32)
         x = x.reshape(-1)[:numel]
     else:
         raise ValueError(f"unknown data set {dataset!r}")

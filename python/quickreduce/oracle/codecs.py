@@ -29,6 +29,9 @@ ALL_DTYPES = DTYPES + ("fp32",)  # every tensor dtype (the segment collectives, 
 _BITS = {"fp16": np.uint16, "bf16": np.uint16, "fp32": np.uint32}
 _F32_MAX = np.float32(np.finfo(np.float32).max)
 _F32_MIN = np.float32(np.finfo(np.float32).tiny)
+# tiny blocks (docs/codec-spec.md): S's smallest normal, and the power of two such a block is lifted by
+_SMALLEST_NORMAL = {"fp16": np.float32(2.0 ** -14), "bf16": np.float32(2.0 ** -126)}
+_TINY_LIFT = {"fp16": np.float32(2.0 ** 24), "bf16": np.float32(2.0 ** 32)}
 
 
 # ---- T <-> fp32 -------------------------------------------------------------------------------
@@ -191,9 +194,16 @@ def _plain_qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
     absbits = blk.view(np.uint32) & np.uint32(0x7FFFFFFF)
     absmax = absbits.max(axis=1).view(np.float32)
     div = np.float32(DIVISOR[codec])
+    sdt = scale_dtype(dtype)
     with np.errstate(all="ignore"):
-        q = absmax * (np.float32(1) / div)  # fp32 multiply by fl(1/divisor)
-        s = round_to(q, scale_dtype(dtype))  # the scale is stored in S(T): bf16 for fp32 tensors
+        r = np.float32(1) / div
+        q = absmax * r  # fp32 multiply by fl(1/divisor)
+        s = round_to(q, sdt)  # the scale is stored in S(T): bf16 for fp32 tensors
+        # tiny blocks (spec): a scale below S's smallest normal is taken of the block lifted by 2^K
+        tiny = np.isfinite(absmax) & (absmax > 0) & (s < _SMALLEST_NORMAL[sdt])
+        lift = np.where(tiny, _TINY_LIFT[sdt], np.float32(1)).astype(np.float32)
+        s = np.where(tiny, round_to((absmax * lift) * r, sdt), s)
+        blk = blk * lift[:, None]  # exact: a power of two on values far below the overflow
         sf = np.where(np.isfinite(absmax), s, np.float32(np.nan)).astype(np.float32)
         ok = (sf >= _F32_MIN) & (sf <= _F32_MAX)  # spec: below FLT_MIN, 1/sf would overflow
         inv = np.where(ok, np.float32(1) / np.where(ok, sf, np.float32(1)), np.float32(0))
@@ -207,7 +217,7 @@ def _plain_qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
             qmax = div
             # fminf/fmaxf: a NaN operand returns the other one (np.fmin/np.fmax semantics)
             code = np.rint(np.fmin(np.fmax(u, -qmax), qmax)).astype(np.float32)
-        dec = code * sf[:, None]
+        dec = (code * sf[:, None]) * (np.float32(1) / lift)[:, None]  # dropped back: exact but where fp32 subnormal
     return dec.reshape(-1)[:n].astype(np.float32)
 
 
