@@ -20,6 +20,13 @@ import torch.multiprocessing as mp
 from quickreduce.cli.launch import free_port  # also used by the GPU tests and scripts
 
 
+def selected(scenarios: list[str]) -> list[str]:
+    """The scenarios a run asks for: those named in QR_TEST_SCENARIOS=a,b (a short device call;
+    a file none of whose scenarios is named runs none), or all of them."""
+    wanted = [s for s in os.environ.get("QR_TEST_SCENARIOS", "").split(",") if s]
+    return [s for s in scenarios if s in wanted] if wanted else scenarios
+
+
 def shared_gpu(world_size: int) -> bool:
     """True when the ranks are to share GPU 0 (asked for, and too few GPUs for one each)."""
     return os.environ.get("QR_TEST_SHARED_GPU") == "1" and torch.cuda.device_count() < world_size

@@ -7,9 +7,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
 
-SCENARIOS = ["passthrough_reference", "codecs_vs_twin", "codec_edge_values", "fp4_every_fp16_value", "graph_replays",
+SCENARIOS = harness.selected(["passthrough_reference", "codecs_vs_twin", "codec_edge_values", "fp4_every_fp16_value", "graph_replays",
              "side_by_side_and_nccl", "handles_api", "bad_inputs", "peer_timeout", "call_mismatch",
-             "two_groups", "create_close_cycles", "soak"]
+             "two_groups", "create_close_cycles", "soak"])
 WORLD = int(os.environ.get("QR_TEST_WORLD_SIZE", "2"))
 
 

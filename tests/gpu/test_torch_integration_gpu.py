@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
 
-SCENARIOS = ["reduce_ops", "async_overlap", "op_graph_capture", "compiled_tp_block", "compiled_family", "op_overhead"]
+SCENARIOS = harness.selected(["reduce_ops", "async_overlap", "op_graph_capture", "compiled_tp_block", "compiled_family", "op_overhead"])
 WORLD = int(os.environ.get("QR_TEST_WORLD_SIZE", "2"))
 ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}  # W processes compile at once: no pool of compile workers each
 
