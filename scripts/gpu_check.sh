@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build for sm_90 on all cores, run the GPU tests, then the benchmark.
 # Logs go under $OUT (the device tool brings them back). Usage: bash scripts/gpu_check.sh [stage...]
-# stages: build tests cputests sanitize timing phases peers tune bench wheels (default: build tests bench)
+# stages: build tests shared codecs cputests sanitize timing phases peers tune bench wheels (default: build tests bench)
 # (`timing` and `phases` run lab/ dev tools: lab/scripts/dev_timing.py, lab/scripts/phase_timers.py)
 # A/B of builds in one call (machine-to-machine noise is ~0.3 us at small sizes): build wheels here
 # (bash lab/scripts/build_variant.sh NAME [QR_PHASE_TIMERS=1]), carry .wheels, and run the stage
@@ -26,6 +26,13 @@ for stage in $stages; do
       echo "build ok" ;;
     tests)
       python3 -m pytest -q -s tests/gpu -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
+    shared)  # every rank on GPU 0 (QR_TEST_WORLD_SIZE ranks, default 2): results, not speed;
+      # SHARED_TESTS picks test files, QR_TEST_SCENARIOS a subset of their scenarios
+      QR_TEST_SHARED_GPU=1 python3 -m pytest -q -s ${SHARED_TESTS:-tests/gpu} -p no:cacheprovider 2>&1 \
+        | tee "$OUT/shared-w${QR_TEST_WORLD_SIZE:-2}.log" | tail -30 ;;
+    codecs)  # each codec's own cost on one GPU (HBM to HBM, rotated beside plain), checked against the twin
+      python3 -m pytest -q -s tests/gpu/test_codec_speed_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/codecs.log" | tail -3
+      python3 -m quickreduce.cli codec-speed --csv "$OUT/codec-speed.csv" 2>&1 | tee -a "$OUT/codecs.log" ;;
     cputests)
       python3 -m pytest -q tests/cpu -p no:cacheprovider 2>&1 | tee "$OUT/cpu_tests.log" | tail -15 ;;
     sanitize)  # compute-sanitizer over a short checked run of every algorithm and codec (TOOLS=memcheck,...;
