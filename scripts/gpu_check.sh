@@ -27,9 +27,9 @@ for stage in $stages; do
     tests)
       python3 -m pytest -q -s tests/gpu -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     shared)  # every rank on GPU 0 (QR_TEST_WORLD_SIZE ranks, default 2): results, not speed;
-      # SHARED_TESTS picks test files, QR_TEST_SCENARIOS a subset of their scenarios
+      # SHARED_TESTS picks test files, QR_TEST_SCENARIOS a subset of their scenarios, SHARED_TAG names the log
       QR_TEST_SHARED_GPU=1 python3 -m pytest -q -s ${SHARED_TESTS:-tests/gpu} -p no:cacheprovider 2>&1 \
-        | tee "$OUT/shared-w${QR_TEST_WORLD_SIZE:-2}.log" | tail -30 ;;
+        | tee "$OUT/shared-w${QR_TEST_WORLD_SIZE:-2}${SHARED_TAG:+-$SHARED_TAG}.log" | tail -30 ;;
     codecs)  # each codec's own cost on one GPU (HBM to HBM, rotated beside plain), checked against the twin
       python3 -m pytest -q -s tests/gpu/test_codec_speed_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/codecs.log" | tail -3
       python3 -m quickreduce.cli codec-speed --csv "$OUT/codec-speed.csv" 2>&1 | tee -a "$OUT/codecs.log" ;;

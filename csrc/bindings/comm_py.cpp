@@ -3,6 +3,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "collectives/all_reduce/add_rmsnorm.hpp"
 #include "comm/communicator.hpp"
 #include "comm/status.hpp"
 #include "tools/codec_speed.hpp"
@@ -39,6 +40,24 @@ void register_comm(nb::module_& m) {
     qr::codec_speed_launch(in, wire, out, numel, qr::DType(dtype), qr::CodecId(codec), stream, encode, decode);
   }, "in_ptr"_a, "wire_ptr"_a, "out_ptr"_a, "numel"_a, "dtype"_a, "codec"_a, "stream"_a, "encode"_a = true,
         "decode"_a = true, "One GPU, no link: encode a 16-bit tensor into wire and/or decode it into out (block-scaled codecs).");
+
+  m.def("add_rmsnorm", [](uintptr_t sum, uintptr_t residual, uintptr_t weight, uintptr_t out, uintptr_t residual_out,
+                          uintptr_t fp8, uintptr_t fp8_scales, size_t rows, size_t hidden, float eps, int dtype, int fp8_mode,
+                          uintptr_t stream, bool pdl) {
+    if (hidden == 0 || hidden % 8 != 0 || hidden > 65536)
+      throw std::invalid_argument("add_rmsnorm: hidden size must be a multiple of 8 in [8, 65536], got " + std::to_string(hidden));
+    qr::AddRmsNormArgs a{reinterpret_cast<const void*>(sum), reinterpret_cast<const void*>(residual),
+                         reinterpret_cast<const void*>(weight), reinterpret_cast<void*>(out),
+                         reinterpret_cast<void*>(residual_out), reinterpret_cast<uint8_t*>(fp8),
+                         reinterpret_cast<float*>(fp8_scales), rows, hidden, eps, qr::Fp8Out(fp8_mode), pdl};
+    const cudaError_t err = qr::launch_add_rmsnorm(a, qr::DType(dtype), reinterpret_cast<cudaStream_t>(stream));
+    if (err != cudaSuccess) throw qr::CudaError(std::string("add_rmsnorm launch: ") + cudaGetErrorString(err));
+  }, "sum"_a, "residual"_a, "weight"_a, "out"_a, "residual_out"_a, "fp8"_a, "fp8_scales"_a, "rows"_a, "hidden"_a,
+        "eps"_a, "dtype"_a, "fp8_mode"_a, "stream"_a, "pdl"_a,
+        "The all-reduce's residual-add + RMSNorm (+ FP8) epilogue over rows of `sum` (docs/codec-spec.md).");
+  m.attr("FP8_OUT_NONE") = int(qr::Fp8Out::kNone);
+  m.attr("FP8_OUT_PER_TOKEN") = int(qr::Fp8Out::kPerToken);
+  m.attr("FP8_OUT_PER_TENSOR") = int(qr::Fp8Out::kPerTensor);
 
   nb::class_<qr::Communicator>(m, "Communicator")
       .def(nb::init<int, int, int, size_t, double>(), "rank"_a, "world_size"_a, "device"_a, "max_bytes"_a, "timeout_s"_a)

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "collectives/launch.hpp"
+#include "collectives/pdl_launch.cuh"
 #include "collectives/all_reduce/one_shot.cuh"
 #include "collectives/all_reduce/two_shot.cuh"
 #include "collectives/exchange/exchange.cuh"
@@ -16,16 +17,7 @@ namespace {
 // all of them; it only lets the launch overlap the previous kernel's tail.
 template <class Kernel, class Args>
 cudaError_t launch(Kernel kernel, int blocks, int threads, const Args& args, cudaStream_t stream) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(threads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = args.pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, args);
+  return launch_maybe_pdl(kernel, dim3(blocks), dim3(threads), args, args.pdl, stream);
 }
 
 }  // namespace

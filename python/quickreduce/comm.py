@@ -98,12 +98,16 @@ class Communicator:
         """Map every peer's workspace; ``handles[r]`` is rank r's ``ipc_handle()``."""
         self._c.open_peers(list(handles))
 
-    def _exchange_through_group(self) -> None:
-        import torch.distributed as dist
-        mine = {"host": socket.gethostname(), "handle": self._c.ipc_handle(), "device": self.device,
+    def peer_info(self) -> dict:
+        """What this rank tells its peers so they can map its workspace: host name, IPC handle, device
+        and GPU uuid (picklable). Give every rank's to ``connect()`` on every rank."""
+        return {"host": socket.gethostname(), "handle": self._c.ipc_handle(), "device": self.device,
                 "uuid": str(torch.cuda.get_device_properties(self.device).uuid)}
-        everyone: list = [None] * self.world_size
-        dist.all_gather_object(everyone, mine, group=self.group)
+
+    def connect(self, everyone: Sequence[dict]) -> None:
+        """Check every rank's ``peer_info()`` (``everyone[r]`` is rank r's: one node, one GPU a rank unless
+        ``QUICKREDUCE_ALLOW_SHARED_GPU=1``) and map the peers' workspaces. A communicator built from a group
+        does this through ``all_gather_object``; quickreduce.distributed through its process group's store."""
         hosts = {e["host"] for e in everyone}
         if len(hosts) != 1:
             raise QuickReduceError(f"all ranks must be on one node (peer memory); found hosts {sorted(hosts)}")
@@ -112,6 +116,12 @@ class Communicator:
             raise QuickReduceError("two ranks share one GPU; quickreduce needs one GPU per rank "
                                    "(QUICKREDUCE_ALLOW_SHARED_GPU=1 allows it for testing: slow)")
         self.set_handles([e["handle"] for e in everyone])
+
+    def _exchange_through_group(self) -> None:
+        import torch.distributed as dist
+        everyone: list = [None] * self.world_size
+        dist.all_gather_object(everyone, self.peer_info(), group=self.group)
+        self.connect(everyone)
         dist.barrier(group=self.group)
 
     def codec_for(self, collective: str) -> str:
@@ -267,6 +277,21 @@ class Communicator:
                 x, self._handle, codec, None if output_split_sizes is None else [int(s) for s in output_split_sizes],
                 None if input_split_sizes is None else [int(s) for s in input_split_sizes])
         return collectives.all_to_all(self, x, out, codec, output_split_sizes, input_split_sizes)
+
+    def all_reduce_add_rmsnorm(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                               eps: float = 1e-6, codec: Optional[str] = None, out: Optional[torch.Tensor] = None,
+                               residual_out: Optional[torch.Tensor] = None, fp8: Optional[str] = None,
+                               fp8_scale: Optional[torch.Tensor] = None):
+        """A transformer layer's all-reduce and what follows it: ``s = all_reduce(x)``,
+        ``residual_out = s + residual``, ``out = RMSNorm(residual_out) * weight`` (rows of ``x.shape[-1]``),
+        with the add and the norm in one kernel chained to the all-reduce (TensorRT-LLM's
+        RESIDUAL_RMS_NORM). Returns ``(out, residual_out)``; with ``fp8="per_token"`` also the normed rows as
+        ``torch.float8_e4m3fn`` and their float32 scales ``[..., 1]`` (amax / 448), with ``fp8="per_tensor"``
+        the codes under the given ``fp8_scale`` (a 1-element float32 tensor). Rounding is that of an unfused
+        bf16/fp16 model (docs/codec-spec.md, "Add + RMSNorm epilogue"); identical bits on every rank.
+        ``out=x`` and ``residual_out=residual`` are the in-place forms. ``codec`` as in ``all_reduce``."""
+        from .epilogues import all_reduce_add_rmsnorm
+        return all_reduce_add_rmsnorm(self, x, residual, weight, eps, codec, out, residual_out, fp8, fp8_scale)
 
     def _plan(self, nbytes: int, dtype: torch.dtype, codec: str, algo: str) -> tuple[str, str]:
         if algo not in ALGOS:

@@ -1,0 +1,172 @@
+"""GPU scenarios of the all-reduce's add + RMSNorm (+ FP8) epilogue (see harness.py): the fused
+call against the numpy oracle of docs/codec-spec.md applied to the same all-reduce's output (bit
+for bit), against torch's unfused add + RMSNorm (close: only the order of the sum of squares
+differs), identical bits on every rank, CUDA-graph replays, bad arguments."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+import quickreduce as qr
+from quickreduce import oracle
+
+import harness  # noqa: E402  (tests/gpu is on sys.path)
+from collective_scenarios import from_raw, raw, same_values  # noqa: E402
+from scenarios import same_on_all_ranks  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+CODECS = ["bf16", "lossless", "fp8", "int8", "int4", "int4h"]
+SHAPES = [(1, 1024), (3, 4096), (7, 2048), (33, 8192), (2, 16384), (5, 1000 * 8)]  # (tokens, hidden)
+
+
+def _inputs(seed, tokens, hidden, dtype, rank):
+    """This rank's x; the residual and weight every rank shares (replicated, as in tensor parallelism)."""
+    mine = torch.Generator(device="cuda").manual_seed(seed * 16 + rank)
+    shared = torch.Generator(device="cuda").manual_seed(seed * 16 + 15)
+    x = torch.randn(tokens, hidden, generator=mine, device="cuda").to(dtype)
+    residual = torch.randn(tokens, hidden, generator=shared, device="cuda").mul_(4).to(dtype)
+    weight = (1 + 0.1 * torch.randn(hidden, generator=shared, device="cuda")).to(dtype)
+    return x, residual, weight
+
+
+def _oracle(summed, residual, weight, dname, eps, fp8=None, fp8_scale=None):
+    out, res, codes, scales = oracle.add_rmsnorm(raw(summed).reshape(summed.shape), raw(residual).reshape(summed.shape),
+                                                 raw(weight), dname, eps, fp8, fp8_scale)
+    return from_raw(out, summed.dtype).view(summed.shape), from_raw(res, summed.dtype).view(summed.shape), codes, scales
+
+
+def _torch_unfused(summed, residual, weight, eps):
+    """What a model does without fusion: torch's add, then Hugging Face's LlamaRMSNorm."""
+    r = summed + residual
+    h = r.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(r.dtype), r
+
+
+def epilogue_vs_oracle(rank, world_size):
+    """Every codec x dtype x shape: fused == oracle(the same all-reduce's output) bit for bit,
+    residual_out too; identical on every rank; close to torch's unfused sequence."""
+    res = {}
+    comm = qr.Communicator(max_size=8 << 20)
+    eps = 1e-6
+    for dname, dtype in DTYPES.items():
+        for codec in CODECS:
+            if codec == "lossless" and dtype == torch.float16:
+                continue
+            for tokens, hidden in SHAPES:
+                x, residual, weight = _inputs(hash((tokens, hidden)) % 10_000, tokens, hidden, dtype, rank)
+                summed = comm.all_reduce(x, codec=codec)  # the same call twice gives the same bits
+                out, res_out = comm.all_reduce_add_rmsnorm(x, residual, weight, eps, codec=codec)
+                want_out, want_res, _, _ = _oracle(summed, residual, weight, dname, eps)
+                key = f"{dname}/{codec}/{tokens}x{hidden}"
+                res[f"{key}/out"] = same_values(out, want_out)
+                res[f"{key}/residual_out"] = same_values(res_out, want_res)
+                res[f"{key}/same on all ranks"] = None if same_on_all_ranks(out) else "ranks differ"
+                if codec in ("bf16", "lossless"):
+                    t_out, t_res = _torch_unfused(summed, residual, weight, eps)
+                    ulp = (out.float() - t_out.float()).abs().max().item()
+                    res[f"{key}/torch residual"] = same_values(res_out, t_res)
+                    scale = t_out.float().abs().max().item()
+                    res[f"{key}/torch norm close"] = None if ulp <= scale * 2 ** -6 else f"max diff {ulp} (scale {scale})"
+    comm.check()
+    comm.close()
+    return res
+
+
+def epilogue_fp8(rank, world_size):
+    """FP8 output, per token and per tensor, against the oracle's codes and scales."""
+    import ml_dtypes
+    res = {}
+    comm = qr.Communicator(max_size=8 << 20)
+    for dname, dtype in DTYPES.items():
+        for tokens, hidden in [(5, 4096), (1, 8192)]:
+            x, residual, weight = _inputs(7 + tokens, tokens, hidden, dtype, rank)
+            summed = comm.all_reduce(x, codec="bf16")
+            out, _, codes, scales = comm.all_reduce_add_rmsnorm(x, residual, weight, 1e-5, codec="bf16", fp8="per_token")
+            _, _, want_codes, want_scales = _oracle(summed, residual, weight, dname, 1e-5, "per_token")
+            got = codes.view(torch.uint8).cpu().numpy().view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+            key = f"{dname}/{tokens}x{hidden}"
+            res[f"{key}/per_token codes"] = None if np.array_equal(got, want_codes) else "codes differ"
+            res[f"{key}/per_token scales"] = (None if np.array_equal(scales.view(-1).cpu().numpy(), want_scales)
+                                              else "scales differ")
+            fixed = torch.tensor([0.02], device="cuda")
+            _, _, codes, _ = comm.all_reduce_add_rmsnorm(x, residual, weight, 1e-5, codec="bf16", fp8="per_tensor",
+                                                         fp8_scale=fixed)
+            _, _, want_codes, _ = _oracle(summed, residual, weight, dname, 1e-5, "per_tensor", np.float32(0.02))
+            got = codes.view(torch.uint8).cpu().numpy().view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+            res[f"{key}/per_tensor codes"] = None if np.array_equal(got, want_codes) else "codes differ"
+    comm.close()
+    return res
+
+
+def epilogue_in_place_and_graphs(rank, world_size):
+    """out=x and residual_out=residual in place; 200 graph replays with new inputs, checked."""
+    res = {}
+    comm = qr.Communicator(max_size=8 << 20)
+    tokens, hidden = 9, 4096
+    weight = _inputs(100, tokens, hidden, torch.bfloat16, rank)[2]
+    bank = []
+    for b in range(3):
+        x, residual, _ = _inputs(100 + b, tokens, hidden, torch.bfloat16, rank)
+        summed = comm.all_reduce(x, codec="int4")
+        bank.append((x, residual, *_oracle(summed, residual, weight, "bf16", 1e-6)[:2]))
+    x, r = bank[0][0].clone(), bank[0][1].clone()
+    out, res_out = comm.all_reduce_add_rmsnorm(x, r, weight, 1e-6, codec="int4", out=x, residual_out=r)
+    res["in place"] = same_values(x, bank[0][2]) or same_values(r, bank[0][3])
+    res["in place returns the inputs"] = None if out is x and res_out is r else "not the same tensors"
+    gx, gr = torch.empty_like(x), torch.empty_like(r)
+    outs = [torch.empty_like(x), torch.empty_like(r)]
+    wrong = torch.zeros((), dtype=torch.int64, device="cuda")
+    want = [torch.empty_like(x), torch.empty_like(r)]
+
+    def body():
+        comm.all_reduce_add_rmsnorm(gx, gr, weight, 1e-6, codec="int4", out=outs[0], residual_out=outs[1])
+        for o, w_ in zip(outs, want):
+            wrong.add_((o.view(torch.int16) != w_.view(torch.int16)).sum())
+
+    def load(b):
+        gx.copy_(bank[b][0]), gr.copy_(bank[b][1]), want[0].copy_(bank[b][2]), want[1].copy_(bank[b][3])
+
+    load(0)
+    g = harness.capture_graph(body)
+    torch.cuda.synchronize()
+    wrong.zero_()
+    replays = int(os.environ.get("QR_EPILOGUE_REPLAYS", "200"))
+    for it in range(replays):
+        load(it % len(bank))
+        g.replay()
+    torch.cuda.synchronize()
+    res["graph replays correct"] = None if int(wrong) == 0 else f"{int(wrong)} wrong elements"
+    del g
+    comm.check()
+    comm.close()
+    return res
+
+
+def epilogue_bad_inputs(rank, world_size):
+    """Clear exceptions before anything is launched."""
+    res = {}
+    comm = qr.Communicator(max_size=1 << 20)
+    x = torch.randn(4, 1024, device="cuda", dtype=torch.bfloat16)
+    w = torch.ones(1024, device="cuda", dtype=torch.bfloat16)
+    cases = {
+        "hidden not a multiple of 8": (lambda: comm.all_reduce_add_rmsnorm(x[:, :1020].contiguous(), x[:, :1020].contiguous(), w[:1020]), ValueError),
+        "residual shape": (lambda: comm.all_reduce_add_rmsnorm(x, x[:2], w), ValueError),
+        "weight shape": (lambda: comm.all_reduce_add_rmsnorm(x, x, w[:512]), ValueError),
+        "fp32": (lambda: comm.all_reduce_add_rmsnorm(x.float(), x.float(), w.float()), TypeError),
+        "eps": (lambda: comm.all_reduce_add_rmsnorm(x, x, w, eps=0.0), ValueError),
+        "fp8 mode": (lambda: comm.all_reduce_add_rmsnorm(x, x, w, fp8="per_row"), ValueError),
+        "per_tensor without scale": (lambda: comm.all_reduce_add_rmsnorm(x, x, w, fp8="per_tensor"), ValueError),
+    }
+    for name, (call, exc) in cases.items():
+        try:
+            call()
+            res[name] = f"no {exc.__name__}"
+        except exc:
+            res[name] = None
+    torch.cuda.synchronize()
+    comm.check()
+    comm.close()
+    return res
