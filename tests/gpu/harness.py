@@ -32,26 +32,32 @@ def shared_gpu(world_size: int) -> bool:
     return os.environ.get("QR_TEST_SHARED_GPU") == "1" and torch.cuda.device_count() < world_size
 
 
-def init_rank(rank: int, world_size: int, port: int) -> None:
-    """This process's GPU and process group: one GPU a rank over NCCL, or GPU 0 over gloo when shared."""
+def init_rank(rank: int, world_size: int, port: int, backend: str | None = None) -> None:
+    """This process's GPU and process group: one GPU a rank over NCCL, or GPU 0 over gloo when shared;
+    `backend` (e.g. "cpu:gloo,cuda:quickreduce", the torch.distributed backend's tests) overrides it."""
     import torch.distributed as dist
     init = f"tcp://127.0.0.1:{port}"
-    if shared_gpu(world_size):
-        os.environ["QUICKREDUCE_ALLOW_SHARED_GPU"] = "1"
-        torch.cuda.set_device(0)
+    shared = shared_gpu(world_size)
+    if shared:
+        os.environ["QUICKREDUCE_ALLOW_SHARED_GPU"] = "1"  # (the quickreduce backend's fallback is then gloo)
+    torch.cuda.set_device(0 if shared else rank)
+    if backend is not None:
+        if "quickreduce" in backend:
+            import quickreduce.distributed  # noqa: F401  (registers the backend)
+        dist.init_process_group(backend, init_method=init, rank=rank, world_size=world_size)
+    elif shared:
         dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size)
     else:
-        torch.cuda.set_device(rank)
         dist.init_process_group("nccl", init_method=init, rank=rank, world_size=world_size,
                                 device_id=torch.device("cuda", rank))
 
 
-def _worker(rank, world_size, port, scenario_module, scenario_names, out_dir, env):
+def _worker(rank, world_size, port, scenario_module, scenario_names, out_dir, env, backend):
     os.environ.update(env)
     import importlib
 
     import torch.distributed as dist
-    init_rank(rank, world_size, port)
+    init_rank(rank, world_size, port, backend)
     mod = importlib.import_module(scenario_module)
     results = {}
     for name in scenario_names:
@@ -71,11 +77,11 @@ def _worker(rank, world_size, port, scenario_module, scenario_names, out_dir, en
 
 
 def run_scenarios(scenario_module: str, names: list[str], world_size: int, env: dict | None = None,
-                  timeout_s: float = 600) -> dict:
+                  timeout_s: float = 600, backend: str | None = None) -> dict:
     out_dir = tempfile.mkdtemp(prefix="qr-gpu-")
     ctx = mp.get_context("spawn")
     port = free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world_size, port, scenario_module, names, out_dir, env or {}))
+    procs = [ctx.Process(target=_worker, args=(r, world_size, port, scenario_module, names, out_dir, env or {}, backend))
              for r in range(world_size)]
     for p in procs:
         p.start()
