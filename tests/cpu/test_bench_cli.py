@@ -701,7 +701,7 @@ def test_every_collective_method_has_an_adapter():
             method = methods.make_method(name, collective)
             assert (method.name, method.collective, method.lossy) == (name, collective, lossy)
             assert method.shared_gpu_ok == name.startswith("qr_")
-            if collective != "all_reduce":
+            if collective in ("reduce_scatter", "all_gather", "all_to_all"):
                 assert not method.inplace
     with pytest.raises(KeyError):
         methods.make_method("trtllm_one_shot", "all_gather")

@@ -5,6 +5,7 @@ peers on every size, check each result, and print/write/plot the comparison.
     quickreduce bench --gpus 2 --sizes 8K:64M --methods 'nccl,qr_*' --plot bench.png
     quickreduce bench --collective reduce_scatter,all_gather,all_to_all --dtype fp32
     quickreduce bench --shared-gpu --collective all_reduce,reduce_scatter,all_gather,all_to_all
+    quickreduce bench --epilogue add_rmsnorm --hidden 8192 --sizes 16K:64M   # + add + RMSNorm
     quickreduce bench --from-csv bench/results/h200-x2.csv --plot h200-x2.png   # no GPU needed
 
 Runs one process per GPU (or in place under torchrun). Methods that cannot run here are listed
@@ -15,6 +16,13 @@ Sizes and bus bandwidths are nccl-tests': size is the whole buffer (reduce-scatt
 all-gather: the output, all-to-all: the input); busbw = algbw * 2(n-1)/n for all-reduce and
 algbw * (n-1)/n for the others. --shared-gpu runs every rank on GPU 0 over gloo (one GPU is
 enough) to check results end to end: its timings mean nothing.
+
+--epilogue add_rmsnorm adds a row group beside the collectives' (CSV `collective` column
+all_reduce_add_rmsnorm, its own tables and plot row): the all-reduce of a [tokens, --hidden] tensor
+followed by the residual add and RMSNorm, each row timing the whole sequence as one call (fused
+qr_fused_<codec> and FlashInfer's trtllm_fused; unfused qr_unfused_<codec> and nccl_unfused, the
+vs_nccl baseline of the group). Sizes are the all-reduce's; those that are not whole rows are
+skipped. See epilogue.py.
 """
 
 from __future__ import annotations
@@ -27,8 +35,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .report import (COLLECTIVE_METHODS, COLLECTIVES, QR_ROW_CODECS, complete_rows,
-                     device_tag, parse_size, parse_sizes, plot, print_results, read_csv, write_csv)
+from .report import (COLLECTIVE_METHODS, COLLECTIVES, EPILOGUES, QR_ROTATED_CODECS, QR_ROW_CODECS,
+                     complete_rows, device_tag, parse_size, parse_sizes, plot, print_results,
+                     read_csv, write_csv)
 
 DEFAULT_SIZES = "8K:1G"
 DEFAULT_TIMEOUT_S = 540  # under the device machines' 10-minute limit per command
@@ -47,6 +56,11 @@ def build_parser(prog: str = "quickreduce bench") -> argparse.ArgumentParser:
     p.add_argument("--collective", action="append", default=None, metavar="NAME[,NAME]",
                    help=f"what to time: {', '.join(COLLECTIVES)}; comma list or repeated "
                         "(default all_reduce)")
+    p.add_argument("--epilogue", action="append", default=None, choices=list(EPILOGUES),
+                   help="also time the all-reduce with what follows it in a layer, fused and "
+                        "unfused (add_rmsnorm: residual add + RMSNorm); rows of their own")
+    p.add_argument("--hidden", type=int, default=4096,
+                   help="row length of the epilogue's [tokens, hidden] tensor (default 4096)")
     p.add_argument("--sizes", default=None,
                    help="START:END[:FACTOR] and/or a comma list, K/M/G suffixes (default 8K:1G; "
                         f"{SHARED_SIZES} with --shared-gpu); nccl-tests' size: the whole buffer")
@@ -96,6 +110,11 @@ def parse_collectives(values: list[str] | None) -> list[str]:
     return [c for c in COLLECTIVES if c in names]
 
 
+def row_groups(collectives: list[str], epilogues: list[str] | None) -> list[str]:
+    """The row groups a run times: the collectives, then each --epilogue's group."""
+    return collectives + [EPILOGUES[e] for e in dict.fromkeys(epilogues or [])]
+
+
 def parse_iters(text: str) -> tuple[int, int, int]:
     values = [int(v) for v in text.split(",")]
     if len(values) == 1:
@@ -136,11 +155,10 @@ def select_plan(spec: str, codecs: str | None, collectives: list[str]) -> dict[s
 
 
 def _codec_of(method: str) -> str | None:
-    """The quickreduce codec a method row is about (qr_int4 and qr_auto_int4 -> int4)."""
-    for codec in QR_ROW_CODECS:
-        if method.startswith("qr_") and method.endswith(codec):
-            return codec
-    return None
+    """The quickreduce codec a method row is about (qr_int4, qr_auto_int4, qr_fused_int4 -> int4;
+    None for the passthrough rows, which --codecs keeps)."""
+    codec = method.split("_")[-1]
+    return codec if method.startswith("qr_") and codec in QR_ROW_CODECS + QR_ROTATED_CODECS else None
 
 
 def default_gpu_count() -> int:
@@ -173,13 +191,15 @@ def list_methods(collectives: list[str]) -> None:
             print(f"{name:22} {'lossy' if lossy else 'lossless'}")
 
 
-def default_csv_path(tag: str, collectives: list[str], shared_gpu: bool) -> Path:
-    """bench/results/<gpu>-x<n>.csv for all-reduce alone (as always); other collectives add their
-    names and a shared-GPU run '-shared', so neither overwrites the all-reduce results that
-    scripts/readme_table.py and `quickreduce tune --from-csv` read."""
+def default_csv_path(tag: str, collectives: list[str], shared_gpu: bool,
+                     epilogues: list[str] | None = None) -> Path:
+    """bench/results/<gpu>-x<n>.csv for all-reduce alone (as always); other collectives and the
+    epilogues add their names and a shared-GPU run '-shared', so neither overwrites the all-reduce
+    results that scripts/readme_table.py and `quickreduce tune --from-csv` read."""
     name = tag
-    if collectives != ["all_reduce"]:
-        name += "-" + "-".join(collectives)
+    parts = collectives + list(dict.fromkeys(epilogues or []))
+    if parts != ["all_reduce"]:
+        name += "-" + "-".join(parts)
     if shared_gpu:
         name += "-shared"
     return RESULTS_DIR / f"{name}.csv"
@@ -193,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"quickreduce bench: {exc}", file=sys.stderr)
         return 2
     if args.list_methods:
-        list_methods(collectives)
+        list_methods(row_groups(collectives, args.epilogue))
         return 0
     if args.from_csv:
         return show_csv(args.from_csv, args.plot)
@@ -231,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         notes.insert(0, SHARED_GPU_BANNER)
     print_results(rows, notes)
     tag = device_tag(result["device"], result["world_size"])
-    csv_path = write_csv(rows, args.csv or default_csv_path(tag, collectives, args.shared_gpu))
+    csv_path = write_csv(rows, args.csv or default_csv_path(tag, collectives, args.shared_gpu,
+                                                            args.epilogue))
     print(f"wrote {csv_path}", file=sys.stderr)
     if partial.exists():
         partial.unlink()
@@ -248,9 +269,16 @@ def sweep_config(args: argparse.Namespace):
 
     shared = getattr(args, "shared_gpu", False)
     collectives = parse_collectives(getattr(args, "collective", None))
-    plan = select_plan(args.methods, args.codecs, collectives)
+    epilogues = getattr(args, "epilogue", None)
+    hidden = getattr(args, "hidden", 4096)
+    if epilogues and (hidden < 8 or hidden % 8):
+        raise ValueError(f"--hidden must be a positive multiple of 8 (16-byte rows), got {hidden}")
+    if epilogues and args.dtype not in ("bf16", "fp16"):
+        raise ValueError(f"--epilogue takes --dtype bf16 or fp16, not {args.dtype}")
+    groups = row_groups(collectives, epilogues)
+    plan = select_plan(args.methods, args.codecs, groups)
     if not any(plan.values()):
-        raise ValueError(f"--methods {args.methods!r} selects no method of {', '.join(collectives)}")
+        raise ValueError(f"--methods {args.methods!r} selects no method of {', '.join(groups)}")
     iters = args.iters or (SHARED_ITERS if shared else DEFAULT_ITERS)
     warmup = args.warmup if args.warmup is not None else (SHARED_WARMUP if shared else DEFAULT_WARMUP)
     replays = args.replays if args.replays is not None else (SHARED_REPLAYS if shared else DEFAULT_REPLAYS)
@@ -258,7 +286,7 @@ def sweep_config(args: argparse.Namespace):
         raise ValueError("--replays must be at least 1 and --warmup at least 0")
     return SweepConfig(
         # All-reduce alone keeps the list form (what `quickreduce tune` passes too).
-        methods=plan["all_reduce"] if collectives == ["all_reduce"] else plan,
+        methods=plan["all_reduce"] if groups == ["all_reduce"] else plan,
         sizes=parse_sizes(args.sizes or (SHARED_SIZES if shared else DEFAULT_SIZES)),
         dtypes=[args.dtype],
         iters=parse_iters(iters),
@@ -269,6 +297,7 @@ def sweep_config(args: argparse.Namespace):
         pool_budget_bytes=parse_size(args.pool_budget),
         align_start=not args.no_align_start,
         shared_gpu=shared,
+        hidden=hidden,
     )
 
 

@@ -30,6 +30,9 @@ size), and whether every rank holds bitwise the same result. Per collective:
   every rank must hold identical bits, lossy codecs included (their contract).
 - all-to-all: the reference is block `rank` of every rank's input, in rank order (exact rows give
   rel_err 0); the blocks differ per rank, so `identical` is None ("n/a").
+- the all-reduce + add + RMSNorm epilogue (bench --epilogue): the reference is epilogue.reference
+  of the float64 sum (residual and weight the same on every rank); both columns are about the
+  normed output.
 
 Shared GPU (bench --shared-gpu): every rank on GPU 0 over gloo. The ranks' kernels take turns
 on the GPU, so the timings mean nothing; methods that need a GPU each (NCCL, torch symm_mem,
@@ -48,10 +51,11 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from . import epilogue
 from .methods import (Method, RunContext, SkipMethod, close_shared, collective_numels,
                       collective_skip_reason, make_method)
 from .peers import close_shared_peers
-from .report import REPLICATED_COLLECTIVES, complete_rows, human_size, write_csv
+from .report import EPILOGUE, REPLICATED_COLLECTIVES, complete_rows, human_size, write_csv
 
 L2_MULTIPLE = 4  # data touched per replay, in L2 sizes
 DEFAULT_L2_BYTES = 60 << 20
@@ -65,7 +69,8 @@ _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_t
 
 @dataclass
 class SweepConfig:
-    # All-reduce methods, or {collective: its methods} (bench --collective).
+    # All-reduce methods, or {collective: its methods} (bench --collective; report.EPILOGUE for
+    # bench --epilogue).
     methods: list[str] | dict[str, list[str]]
     sizes: list[int]
     dtypes: list[str]
@@ -80,6 +85,7 @@ class SweepConfig:
     align_start: bool = True  # line the GPUs up with a tiny all-reduce before each timed replay
     verbose: bool = True
     shared_gpu: bool = False  # every rank on GPU 0 over gloo: results checked, timings meaningless
+    hidden: int = 4096  # the epilogue's row length: its tensors are [size / row bytes, hidden]
 
     def plan(self) -> dict[str, list[str]]:
         """{collective: method names}, in the order given."""
@@ -137,7 +143,7 @@ def run_sweep(rank: int, world_size: int, config: SweepConfig) -> dict[str, Any]
             symm_pool_elems=max(graph_plan(s, True, config.iters, l2_bytes,
                                            config.pool_budget_bytes)[1] * s // element
                                 for s in config.sizes),
-            shared_gpu=config.shared_gpu)
+            shared_gpu=config.shared_gpu, hidden=config.hidden)
         methods = {collective: _set_up(ctx, names, state, collective)
                    for collective, names in plan.items()}
         # One untimed pass over the first size: its row used to be timed while the GPUs and the
@@ -205,13 +211,13 @@ def _sweep_size(ctx: RunContext, methods: list[Method], size: int, config: Sweep
     title = "" if collective == "all_reduce" else f" {collective}"
     progress.advance((len(config.methods) if planned is None else planned) - len(methods))
     progress.show(f"{ctx.dtype_name} {human_size(size):>5}{title}", log=True)
-    reason = collective_skip_reason(collective, size, ctx.world_size)
+    element = torch.tensor([], dtype=ctx.dtype).element_size()
+    reason = collective_skip_reason(collective, size, ctx.world_size, element, ctx.hidden)
     if reason:
         for method in methods:
             progress.advance(1)
             state.skipped.setdefault((_label(method.name, collective), reason), []).append(size)
         return
-    element = torch.tensor([], dtype=ctx.dtype).element_size()
     in_numel, _ = collective_numels(collective, size, element, ctx.world_size)
     check_input = _random(in_numel, ctx, seed=_seed(ctx.rank, size, 0))
     reference = _reference(collective, check_input, ctx)
@@ -320,6 +326,9 @@ def _reference(collective: str, local: torch.Tensor, ctx: RunContext) -> torch.T
     the inputs' own dtype for the data movers (exact copies; _relative_error upcasts)."""
     if collective == "all_reduce":
         return _float64_sum(local, ctx)
+    if collective == EPILOGUE:
+        residual, weight = epilogue.operands(ctx, local.numel())
+        return epilogue.reference(_float64_sum(local, ctx), residual, weight)
     if collective == "reduce_scatter":
         block = local.numel() // ctx.world_size
         return _float64_sum(local, ctx)[ctx.rank * block:(ctx.rank + 1) * block].clone()

@@ -4,7 +4,8 @@ An adapter allocates what its method needs once (`setup`, collective), says whic
 do (`skip_reason`), provides input buffers (`alloc_inputs`: symmetric memory for torch's ops) and
 launches one call of its collective on the current stream (`run`), the same way eagerly and under
 CUDA-graph capture. `after_capture` runs after each capture (vLLM registers graph buffers there);
-`close` at the end. Peers from FlashInfer live in peers.py; `make_method` knows them all.
+`close` at the end. Peers from FlashInfer live in peers.py, the all-reduce + add + RMSNorm
+epilogue's adapters in epilogue.py; `make_method` knows them all.
 
 Every adapter does one collective (`collective`, default all-reduce; `run(inp, out)` gets flat
 buffers shaped as `collective_numels` says). Reduce-scatter, all-gather and all-to-all have NCCL
@@ -19,7 +20,8 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from .report import EXCHANGE_METHOD_LOSSY, METHOD_LOSSY, QR_CODECS, QR_ROW_CODECS
+from .report import (ALL_REDUCE_SHAPED, EPILOGUE, EXCHANGE_METHOD_LOSSY, METHOD_LOSSY, QR_CODECS,
+                     QR_ROTATED_CODECS, QR_ROW_CODECS)
 
 
 class SkipMethod(Exception):
@@ -42,14 +44,16 @@ class RunContext:
     symm_pool_elems: int  # elements of the symmetric-memory input pool
     shared: dict[str, Any] = field(default_factory=dict)
     shared_gpu: bool = False  # every rank on one GPU, over gloo (bench --shared-gpu)
+    hidden: int = 4096  # row length of the epilogue's [tokens, hidden] tensors (bench --hidden)
 
 
 def collective_numels(collective: str, size_bytes: int, element: int, world_size: int
                       ) -> tuple[int, int]:
     """(input values, output values) of one rank's call at nccl-tests' size (the whole buffer:
-    all-reduce the tensor, reduce-scatter the input, all-gather the output, all-to-all the input)."""
+    all-reduce the tensor, reduce-scatter the input, all-gather the output, all-to-all the input;
+    the epilogue as its all-reduce)."""
     values = size_bytes // element
-    if collective == "all_reduce" or collective == "all_to_all":
+    if collective in ALL_REDUCE_SHAPED or collective == "all_to_all":
         return values, values
     if collective == "reduce_scatter":
         return values, values // world_size
@@ -58,9 +62,17 @@ def collective_numels(collective: str, size_bytes: int, element: int, world_size
     raise ValueError(f"unknown collective {collective!r}")
 
 
-def collective_skip_reason(collective: str, size_bytes: int, world_size: int) -> str | None:
+def collective_skip_reason(collective: str, size_bytes: int, world_size: int, element: int = 2,
+                           hidden: int | None = None) -> str | None:
     """Why no method can run `collective` at this size (None if they can): the segment collectives
-    split the buffer into one block per rank, and every block must be whole 16-byte vectors."""
+    split the buffer into one block per rank, and every block must be whole 16-byte vectors; the
+    epilogue's tensor is [tokens, hidden] of `element`-byte values, so the size must be whole rows."""
+    if collective == EPILOGUE:
+        if hidden is None:
+            raise ValueError("the epilogue's skip reason needs its hidden size")
+        if size_bytes % (hidden * element):
+            return f"size is not whole rows of {hidden} values (--hidden)"
+        return None
     if collective != "all_reduce" and size_bytes % (16 * world_size):
         return f"size is not {world_size} blocks of whole 16-byte vectors"
     return None
@@ -307,6 +319,11 @@ class QuickReduceMethod(Method):
 
     shared_gpu_ok = True  # QUICKREDUCE_ALLOW_SHARED_GPU=1 lets its ranks share a GPU
 
+    @property
+    def api(self) -> str:
+        """The Communicator method this adapter calls (setup skips it on a build without one)."""
+        return self.collective
+
     def __init__(self, name: str, algo: str, codec: str | None):
         self.name = name
         self.algo = algo
@@ -325,12 +342,12 @@ class QuickReduceMethod(Method):
             ctx.shared["qr_error"] = f"quickreduce not usable: {type(exc).__name__}: {exc}"
             raise SkipMethod(ctx.shared["qr_error"]) from exc
         self.codec = self.codec_request or ctx.dtype_name
-        if self.codec in QR_ROW_CODECS and self.codec not in names:
+        if self.codec in QR_ROW_CODECS + QR_ROTATED_CODECS and self.codec not in names:
             raise SkipMethod(f"codec {self.codec} not built (codecs: {', '.join(names)})")
         if self.collective == "all_reduce" and ctx.dtype == torch.float32 and self.algo == "one_shot":
             raise SkipMethod("float32 all-reduces run as reduce-scatter + all-gather: no one-shot")
-        if not hasattr(qr.Communicator, self.collective):
-            raise SkipMethod(f"this quickreduce has no Communicator.{self.collective}")
+        if not hasattr(qr.Communicator, self.api):
+            raise SkipMethod(f"this quickreduce has no Communicator.{self.api}")
         self.comm = ctx.shared.get("qr_comm")
         if self.comm is None:
             try:
@@ -378,6 +395,7 @@ def close_shared(ctx: RunContext) -> None:
     if comm is not None:
         comm.close()
     ctx.shared.pop("symm_pool", None)
+    ctx.shared.pop("epilogue_operands", None)  # epilogue.operands' residual and weight
 
 
 # --------------------------------------------------------------------------- registry
@@ -418,13 +436,18 @@ def _own_methods() -> dict[str, Callable[[], Method]]:
 
 
 def make_method(name: str, collective: str = "all_reduce") -> Method:
-    """The adapter of one method of one collective (the FlashInfer peers are all-reduces)."""
+    """The adapter of one method of one collective (the FlashInfer peers are all-reduces; the
+    epilogue's are in epilogue.py)."""
     from .peers import PEER_METHODS
 
     if collective == "all_reduce":
         factories = {**_own_methods(), **PEER_METHODS}
     elif collective in EXCHANGE_NCCL:
         factories = _exchange_methods(collective)
+    elif collective == EPILOGUE:
+        from .epilogue import epilogue_methods
+
+        factories = epilogue_methods()
     else:
         raise KeyError(f"unknown collective {collective!r}")
     if name not in factories:

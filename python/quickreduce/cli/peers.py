@@ -6,6 +6,8 @@
   CUDA graphs: the captured calls read the graph's own input buffers, registered across ranks
   after capture (`register_graph_buffers`), so no staging copy is timed.
 - flashinfer_fp8: FlashInfer's FP8 two-shot quantized all-reduce (bf16 only).
+- trtllm_fused (bench --epilogue add_rmsnorm): TensorRT-LLM's all-reduce + residual add + RMSNorm
+  in one kernel, `allreduce_fusion(pattern=kARResidualRMSNorm)` on the same shared workspace.
 
 Safety: FlashInfer's TRT-LLM workspace uses NVLink multicast unless it believes it runs under
 Confidential Computing, and multicast can take a shared host's GPUs out of service. So
@@ -24,6 +26,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
+from .epilogue import EPS, EpilogueMethod
 from .methods import Method, RunContext, SkipMethod
 
 VLLM_NUM_CTAS = 36  # vLLM's default block limit for its custom all-reduce kernels
@@ -85,20 +88,8 @@ class TrtllmMethod(Method):
 
     def setup(self, ctx: RunContext):
         super().setup(ctx)
-        self.ar = import_flashinfer("flashinfer.comm.allreduce")
+        self.ar, self.workspace = trtllm_workspace(ctx)
         self.pattern = import_flashinfer("flashinfer.comm.trtllm_ar").AllReduceFusionPattern.kAllReduce
-        self.workspace = ctx.shared.get("trtllm_workspace")
-        if self.workspace is None:
-            elements = ctx.peer_max_bytes // torch.tensor([], dtype=ctx.dtype).element_size()
-            kwargs = dict(backend="trtllm", world_size=ctx.world_size, rank=ctx.rank,
-                          max_token_num=-(-elements // TRTLLM_MAX_HIDDEN),
-                          hidden_dim=TRTLLM_MAX_HIDDEN, dtype=ctx.dtype)
-            if "group" in inspect.signature(self.ar.create_allreduce_fusion_workspace).parameters:
-                kwargs["group"] = ctx.group
-            self.workspace = self.ar.create_allreduce_fusion_workspace(**kwargs)
-            if getattr(self.workspace, "backend", "trtllm") != "trtllm":
-                raise SkipMethod(f"got a {self.workspace.backend} workspace, not trtllm")
-            ctx.shared["trtllm_workspace"] = self.workspace
 
     def skip_reason(self, nbytes):
         if nbytes > self.ctx.peer_max_bytes:
@@ -114,6 +105,59 @@ class TrtllmMethod(Method):
                                  pattern=self.pattern, launch_with_pdl=self.pdl,
                                  output=out.view(tokens, hidden), use_oneshot=self.oneshot)
         return out
+
+
+def trtllm_workspace(ctx: RunContext):
+    """(flashinfer.comm.allreduce, the TRT-LLM fusion workspace every trtllm_* adapter shares):
+    created on first use (collective), sized for --peer-max-size of [tokens, 4096] rows; the fused
+    pattern may use other hidden sizes of no more values (FlashInfer checks token_num * hidden_dim)."""
+    ar = import_flashinfer("flashinfer.comm.allreduce")
+    workspace = ctx.shared.get("trtllm_workspace")
+    if workspace is None:
+        elements = ctx.peer_max_bytes // torch.tensor([], dtype=ctx.dtype).element_size()
+        kwargs = dict(backend="trtllm", world_size=ctx.world_size, rank=ctx.rank,
+                      max_token_num=-(-elements // TRTLLM_MAX_HIDDEN),
+                      hidden_dim=TRTLLM_MAX_HIDDEN, dtype=ctx.dtype)
+        if "group" in inspect.signature(ar.create_allreduce_fusion_workspace).parameters:
+            kwargs["group"] = ctx.group
+        workspace = ar.create_allreduce_fusion_workspace(**kwargs)
+        if getattr(workspace, "backend", "trtllm") != "trtllm":
+            raise SkipMethod(f"got a {workspace.backend} workspace, not trtllm")
+        ctx.shared["trtllm_workspace"] = workspace
+    return ar, workspace
+
+
+class TrtllmFusedMethod(EpilogueMethod):
+    """FlashInfer's `allreduce_fusion(x, workspace, pattern=kARResidualRMSNorm, residual_in,
+    rms_gamma, rms_eps, residual_out, norm_out)`: the all-reduce, residual add and RMSNorm in one
+    TensorRT-LLM kernel, launched with PDL and FlashInfer's own one-shot/two-shot choice
+    (use_oneshot=None), as vLLM's fusion pass calls it."""
+
+    name = "trtllm_fused"
+
+    def setup(self, ctx: RunContext):
+        super().setup(ctx)
+        self.ar, self.workspace = trtllm_workspace(ctx)
+        self.pattern = import_flashinfer(
+            "flashinfer.comm.trtllm_ar").AllReduceFusionPattern.kARResidualRMSNorm
+
+    def skip_reason(self, nbytes):
+        if nbytes > self.ctx.peer_max_bytes:
+            return "above the peers' workspace size (--peer-max-size)"
+        return None
+
+    def alloc_outputs(self, rows, numel):
+        # This pattern writes no all-reduce output, but FlashInfer allocates one when none is given
+        # (an allocation per call): one buffer for every call, never written.
+        self.unused_output = torch.empty(numel, dtype=self.ctx.dtype, device=self.ctx.device)
+        return super().alloc_outputs(rows, numel)
+
+    def run(self, inp, out):
+        return self.ar.allreduce_fusion(
+            input=self.rows(inp), workspace=self.workspace, pattern=self.pattern,
+            launch_with_pdl=True, output=self.rows(self.unused_output),
+            residual_in=self.residual, rms_gamma=self.weight, rms_eps=EPS,
+            residual_out=self.rows(out[1]), norm_out=self.rows(out[0]), use_oneshot=None)
 
 
 class VllmCustomMethod(Method):

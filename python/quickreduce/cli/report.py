@@ -2,7 +2,8 @@
 tables, CSV files and plots. Rows are plain dicts with the CSV columns below.
 
 Every row belongs to one collective (the `collective` column; rows without one, as in CSVs written
-before it existed, are all-reduce rows). Sizes, counts and bus bandwidths follow nccl-tests:
+before it existed, are all-reduce rows), or to the all-reduce + add + RMSNorm epilogue (`EPILOGUE`:
+sized, counted and bandwidth-rated as its all-reduce). Sizes, counts and bus bandwidths follow nccl-tests:
 "size" is the whole buffer (all-reduce: the tensor; reduce-scatter: the input; all-gather: the
 output; all-to-all: the input), "count" is nccl-tests' count (all-reduce: values in the tensor;
 the others: values per rank's block), and busbw = algbw * `bus_factor`."""
@@ -25,17 +26,35 @@ CSV_COLUMNS = ["size", "count", "type", "method", "time_us", "algbw_GBps", "busb
 
 # The collectives `quickreduce bench --collective` knows, in display order, and their titles.
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+# `quickreduce bench --epilogue NAME`: an all-reduce and what follows it in a transformer layer, timed
+# as one call (fused, or the unfused sequence). Its rows carry the group's name in the `collective`
+# column, so readers of the plain all-reduce rows (tune, scripts/readme_table.py) never mix them in.
+EPILOGUE = "all_reduce_add_rmsnorm"
+EPILOGUES = {"add_rmsnorm": EPILOGUE}
+# Every row group in display order: the collectives, then the epilogue.
+ROW_GROUPS = COLLECTIVES + (EPILOGUE,)
+# Groups whose size, count and bus bandwidth are the all-reduce's (the whole [tokens, hidden] tensor).
+ALL_REDUCE_SHAPED = ("all_reduce", EPILOGUE)
 COLLECTIVE_TITLES = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
-                     "all_gather": "all-gather", "all_to_all": "all-to-all"}
+                     "all_gather": "all-gather", "all_to_all": "all-to-all",
+                     EPILOGUE: "all-reduce + add + RMSNorm"}
 # Collectives after which every rank holds the same result: the `identical` column checks that
 # they agree bitwise. After a reduce-scatter or an all-to-all each rank holds a different block by
 # design, so there is nothing to compare across ranks: `identical` is None there ("n/a"), and
 # rel_err against the float64 reference is the whole check (0 for the exact all-to-all rows).
-REPLICATED_COLLECTIVES = ("all_reduce", "all_gather")
+# The epilogue's check is on its normed output, which every rank holds.
+REPLICATED_COLLECTIVES = ("all_reduce", "all_gather", EPILOGUE)
 
 # quickreduce's codecs with a bench row each (qr_<codec>): the lossy ones, then the lossless packing.
 QR_CODECS = ("int8", "fp8", "int6", "int4", "fp4")
 QR_ROW_CODECS = QR_CODECS + ("lossless",)
+# The Hadamard-rotated codecs (all-reduce only); the epilogue has rows for them.
+QR_ROTATED_CODECS = ("int6h", "int4h")
+# Epilogue rows: qr_fused_<codec> for each of these, qr_unfused_<codec> (our all-reduce, then torch's
+# add and RMSNorm) for the exact ones and one lossy codec (the epilogue's cost does not depend on the
+# codec, so one lossy pair shows it).
+EPILOGUE_CODECS = ("passthrough", "lossless", "int8", "fp8", "int6", "int6h", "int4", "int4h", "fp4")
+UNFUSED_CODECS = ("passthrough", "lossless", "int4")
 
 # Display order and lossy flag of every method `quickreduce bench` knows.
 METHOD_LOSSY = {
@@ -49,8 +68,24 @@ METHOD_LOSSY = {
 # memory's op where it has one, quickreduce passthrough (the benchmark's dtype, exact) and per codec.
 EXCHANGE_METHOD_LOSSY = {"nccl": False, "symm_mem": False, "qr_passthrough": False,
                          "qr_lossless": False, **{f"qr_{codec}": True for codec in QR_CODECS}}
+# The epilogue's rows: NCCL + torch's add and RMSNorm (the baseline, as NCCL is the collectives'),
+# FlashInfer's fused TensorRT-LLM op, quickreduce fused per codec and quickreduce unfused.
+_EPILOGUE_ROWS = (("fused", EPILOGUE_CODECS), ("unfused", UNFUSED_CODECS))
+EPILOGUE_METHOD_LOSSY = {
+    "nccl_unfused": False, "trtllm_fused": False,
+    **{f"qr_{kind}_{c}": False for kind, codecs in _EPILOGUE_ROWS for c in codecs
+       if c in ("passthrough", "lossless")},
+    **{f"qr_{kind}_{c}": True for kind, codecs in _EPILOGUE_ROWS for c in codecs
+       if c not in ("passthrough", "lossless")},
+}
 COLLECTIVE_METHODS = {"all_reduce": METHOD_LOSSY, "reduce_scatter": EXCHANGE_METHOD_LOSSY,
-                      "all_gather": EXCHANGE_METHOD_LOSSY, "all_to_all": EXCHANGE_METHOD_LOSSY}
+                      "all_gather": EXCHANGE_METHOD_LOSSY, "all_to_all": EXCHANGE_METHOD_LOSSY,
+                      EPILOGUE: EPILOGUE_METHOD_LOSSY}
+# The row every other row of its group is compared with (vs_nccl, the lossy plot panel).
+BASELINES = {EPILOGUE: "nccl_unfused"}
+# Rows of quickreduce that are not quickreduce's own way of doing the job (its all-reduce followed by
+# torch's ops): plotted beside the fused rows, never counted as quickreduce's best or as a peer.
+COMPANION_PREFIX = "qr_unfused_"
 # nccl-tests prints the dtype under "type" with these names.
 NCCL_TYPE_NAMES = {"bf16": "bfloat16", "fp16": "half", "fp32": "float"}
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -117,13 +152,13 @@ def device_tag(gpu_name: str, world_size: int) -> str:
 # --------------------------------------------------------------------------- bandwidth
 
 def bus_factor(world_size: int, collective: str = "all_reduce") -> float:
-    """nccl-tests' factor from algbw to busbw (doc/PERFORMANCE.md there): an all-reduce moves
-    2(n-1)/n of the buffer through each rank's links; a reduce-scatter, all-gather or all-to-all
-    (n-1)/n of it."""
-    if collective not in COLLECTIVES:
-        raise ValueError(f"unknown collective {collective!r}; one of {', '.join(COLLECTIVES)}")
+    """nccl-tests' factor from algbw to busbw (doc/PERFORMANCE.md there): an all-reduce (and the
+    epilogue, which is one) moves 2(n-1)/n of the buffer through each rank's links; a
+    reduce-scatter, all-gather or all-to-all (n-1)/n of it."""
+    if collective not in ROW_GROUPS:
+        raise ValueError(f"unknown collective {collective!r}; one of {', '.join(ROW_GROUPS)}")
     per_rank = (world_size - 1) / world_size
-    return 2.0 * per_rank if collective == "all_reduce" else per_rank
+    return 2.0 * per_rank if collective in ALL_REDUCE_SHAPED else per_rank
 
 
 def bandwidths(nbytes: int, time_us: float, world_size: int,
@@ -137,7 +172,7 @@ def nccl_count(nbytes: int, dtype: str, world_size: int, collective: str = "all_
     """nccl-tests' "count" column: values in the buffer for an all-reduce, values in one rank's
     block (size / element size / ranks) for a reduce-scatter, all-gather or all-to-all."""
     values = nbytes // ELEMENT_BYTES.get(dtype, 2)
-    return values if collective == "all_reduce" else values // world_size
+    return values if collective in ALL_REDUCE_SHAPED else values // world_size
 
 
 def is_lossy(method: str, row: dict[str, Any] | None = None) -> bool:
@@ -153,11 +188,22 @@ def collective_of(row: dict[str, Any]) -> str:
     return row.get("collective") or "all_reduce"
 
 
+def baseline_method(collective: str) -> str:
+    """The method a group's vs_nccl column and lossy plot panel compare with: NCCL's way of doing
+    the job ('nccl'; the epilogue's 'nccl_unfused', NCCL then torch's add and RMSNorm)."""
+    return BASELINES.get(collective, "nccl")
+
+
+def is_quickreduce(method: str) -> bool:
+    """A row of quickreduce's own (not a peer, not quickreduce's all-reduce followed by torch's ops)."""
+    return method.startswith("qr_") and not method.startswith(COMPANION_PREFIX)
+
+
 def complete_rows(rows: list[dict[str, Any]], world_size: int) -> list[dict[str, Any]]:
-    """Fill algbw/busbw/vs_nccl/count/type from size and time (each by the row's collective);
-    sort by collective, dtype, size, then method."""
+    """Fill algbw/busbw/vs_nccl/count/type from size and time (each by the row's collective;
+    vs_nccl against its `baseline_method`); sort by collective, dtype, size, then method."""
     nccl_time = {(collective_of(r), r["dtype"], r["size"]): r["time_us"] for r in rows
-                 if r["method"] == "nccl" and r.get("time_us")}
+                 if r["method"] == baseline_method(collective_of(r)) and r.get("time_us")}
     out = []
     for row in rows:
         row = dict(row)
@@ -180,7 +226,7 @@ def complete_rows(rows: list[dict[str, Any]], world_size: int) -> list[dict[str,
 
 
 def _collective_rank(collective: str) -> tuple[int, str]:
-    order = list(COLLECTIVES)
+    order = list(ROW_GROUPS)
     return (order.index(collective) if collective in order else len(order), collective)
 
 
@@ -409,8 +455,9 @@ def _parse_cell(key: str, text: str | None) -> Any:
 # --------------------------------------------------------------------------- plots
 
 # Colour families: quickreduce is blue (the lossy codecs: navy for 8 bits, mid blue for 6, teal for
-# 4; int codecs solid, fp codecs dashed, auto dotted), NCCL black, torch symm_mem grey, vLLM brown,
-# TensorRT-LLM red/orange/pink, FlashInfer olive.
+# 4; int codecs solid, fp codecs dashed, rotated codecs dash-dotted, auto dotted), NCCL black, torch
+# symm_mem grey, vLLM brown, TensorRT-LLM red/orange/pink, FlashInfer olive. The epilogue's
+# qr_fused_<codec> / qr_unfused_<codec> rows take qr_<codec>'s colour, the unfused ones dotted.
 QR_BEST_COLOR = "#1f77b4"
 _COLORS = {
     "nccl": "black", "symm_mem_one_shot": "#7f7f7f", "symm_mem_two_shot": "#b0b0b0",
@@ -420,6 +467,7 @@ _COLORS = {
     "qr_int8": "#08306b", "qr_fp8": "#08306b", "qr_int6": "#4a7fd0", "qr_int4": "#10a5b5",
     "qr_fp4": "#10a5b5", "qr_auto_int4": "#10a5b5",
     "symm_mem": "#7f7f7f", "qr_passthrough": "#9ecae1",
+    "qr_int6h": "#4a7fd0", "qr_int4h": "#10a5b5", "nccl_unfused": "black", "trtllm_fused": "#d62728",
 }
 _PEER_FALLBACK = ["#9467bd", "#bcbd22", "#c49c94", "#f7b6d2", "#dbdb8d", "#ff9896"]
 _QR_FALLBACK = ["#3182bd", "#6baed6", "#2ca0c0", "#5a6ec8"]
@@ -428,13 +476,16 @@ _QR_FALLBACK = ["#3182bd", "#6baed6", "#2ca0c0", "#5a6ec8"]
 def _method_style(method: str, lossy: bool, index: int) -> dict[str, Any]:
     """Colour, line and marker of one method's series (families as described above)."""
     qr = method.startswith("qr_")
+    unfused = method.startswith(COMPANION_PREFIX)
     fallback = _QR_FALLBACK if qr else _PEER_FALLBACK
-    color = _COLORS.get(method, fallback[index % len(fallback)])
+    color = _COLORS.get(re.sub(r"^qr_(un)?fused_", "qr_", method), fallback[index % len(fallback)])
     if not lossy:
-        return dict(color=color, linestyle="-", marker="o", markersize=3.5, linewidth=1.3)
+        return dict(color=color, linestyle=":" if unfused else "-", marker="o", markersize=3.5,
+                    linewidth=1.3)
     codec = method.split("_")[-1]
-    linestyle = ":" if "auto" in method else ("--" if codec.startswith("fp") else "-")
-    marker = {"8": "o", "6": "s", "4": "^"}.get(codec[-1:], "x")
+    linestyle = (":" if "auto" in method or unfused else "--" if codec.startswith("fp")
+                 else "-." if codec.endswith("h") else "-")
+    marker = {"8": "o", "6": "s", "4": "^"}.get(codec.rstrip("h")[-1:], "x")
     return dict(color=color, linestyle=linestyle, marker=marker, markersize=4,
                 linewidth=2.0 if qr else 1.6)
 
@@ -443,7 +494,8 @@ def best_lossless_vs_peers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per size: quickreduce's fastest lossless method against the fastest lossless peer.
 
     Lossless means the row's `lossy` column (or `is_lossy`) says no; peers are methods not starting
-    with 'qr_'. One dict per size with 'size', 'qr_method', 'qr_time_us', 'peer_method',
+    with 'qr_'; quickreduce's are those `is_quickreduce` names (the epilogue's qr_unfused_* rows are
+    neither). One dict per size with 'size', 'qr_method', 'qr_time_us', 'peer_method',
     'peer_time_us' and 'speedup' (peer time / quickreduce time); the qr or peer keys are None (and
     so is 'speedup') at sizes where that side has no timed row. Rows of every dtype are mixed:
     pass one dtype's rows.
@@ -451,9 +503,10 @@ def best_lossless_vs_peers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     best: dict[tuple[int, bool], tuple[float, str]] = {}
     for row in rows:
         time_us = row.get("time_us")
-        if not time_us or is_lossy(row["method"], row):
+        method = row["method"]
+        if not time_us or is_lossy(method, row) or (method.startswith("qr_") and not is_quickreduce(method)):
             continue
-        key = (row["size"], row["method"].startswith("qr_"))
+        key = (row["size"], is_quickreduce(method))
         if key not in best or (time_us, row["method"]) < best[key]:
             best[key] = (time_us, row["method"])
     out = []
@@ -478,7 +531,9 @@ def plot(rows: list[dict[str, Any]], path: Path | str, title: str | None = None,
        around 1.0 whose markers take the colour of that size's best peer, named where it changes;
     3. lossy speedup over NCCL: each lossy method (the qr codecs, flashinfer_fp8), with
        quickreduce's lossless best as a thin reference (latency instead when there is no NCCL).
-    Sizes where a method has no row have no point (lines break there).
+    Sizes where a method has no row have no point (lines break there). The epilogue's row of panels
+    reads the same with its fused rows as quickreduce's, nccl_unfused in NCCL's place, and the
+    qr_unfused_* rows (our all-reduce, then torch's add and RMSNorm) as dotted lines of their own.
     """
     import matplotlib
 
@@ -522,7 +577,9 @@ def _plot_collective(axes, rows: list[dict[str, Any]], collective: str, label: s
     call = COLLECTIVE_TITLES.get(collective, collective)
 
     def titled(text: str) -> str:
-        return text if label is None else f"{label}: {text}"
+        if label is None:
+            return text
+        return f"{label}: {text}" if len(label) + len(text) < 72 else f"{label}:\n{text}"  # fits a panel
 
     sizes = sorted({r["size"] for r in rows})
     times: dict[str, dict[int, float]] = {}
@@ -531,10 +588,13 @@ def _plot_collective(axes, rows: list[dict[str, Any]], collective: str, label: s
         times.setdefault(row["method"], {})[row["size"]] = row["time_us"]
         lossy.setdefault(row["method"], is_lossy(row["method"], row))
     methods = sorted(times, key=lambda m: _method_rank(m, collective))
-    qr_lossless = [m for m in methods if m.startswith("qr_") and not lossy[m]]
+    qr_lossless = [m for m in methods if is_quickreduce(m) and not lossy[m]]
+    companions = [m for m in methods if m.startswith("qr_") and not is_quickreduce(m) and not lossy[m]]
     peers = [m for m in methods if not m.startswith("qr_") and not lossy[m]]
     lossy_methods = sorted((m for m in methods if lossy[m]), key=lambda m: not m.startswith("qr_"))
-    nccl = times.get("nccl", {})
+    baseline = baseline_method(collective)
+    base = "NCCL" if baseline == "nccl" else baseline
+    nccl = times.get(baseline, {})
     compare = best_lossless_vs_peers(rows)
     qr_best = {c["size"]: c["qr_time_us"] for c in compare if c["qr_time_us"]}
 
@@ -546,12 +606,12 @@ def _plot_collective(axes, rows: list[dict[str, Any]], collective: str, label: s
         names = ", ".join(qr_lossless)
         ax_time.plot(sizes, series(qr_best), color=QR_BEST_COLOR, linewidth=3.2, marker="o",
                      markersize=5, zorder=5, label=f"quickreduce, fastest of\n{names}")
-    for i, method in enumerate(peers):
+    for i, method in enumerate(companions + peers):
         ax_time.plot(sizes, series(times[method]), label=method, **_method_style(method, False, i))
     ax_time.set_yscale("log")
     ax_time.set_ylabel(f"time per {call} (µs, log scale; lower is better)")
     ax_time.set_title(titled("lossless: latency"))
-    if not peers and not qr_best:
+    if not peers and not qr_best and not companions:
         _note(ax_time, "no lossless methods in these rows")
 
     # 2. lossless speedup of quickreduce's best over the best peer
@@ -605,14 +665,14 @@ def _plot_collective(axes, rows: list[dict[str, Any]], collective: str, label: s
         if reference and lossy_methods:
             ax_lossy.plot(sizes, series(reference), color="#9aa9bd", linewidth=1.4,
                           linestyle="-.", zorder=2, label="quickreduce lossless (best), for reference")
-        ax_lossy.set_ylabel("speedup over NCCL (×, higher is better)")
-        ax_lossy.set_title(titled("lossy codecs: speedup over NCCL (NCCL = 1)"))
+        ax_lossy.set_ylabel(f"speedup over {base} (×, higher is better)")
+        ax_lossy.set_title(titled(f"lossy codecs: speedup over {base} ({base} = 1)"))
     else:
         for i, method in enumerate(lossy_methods):
             ax_lossy.plot(sizes, series(times[method]), label=method, **_method_style(method, True, i))
         ax_lossy.set_yscale("log")
         ax_lossy.set_ylabel(f"time per {call} (µs, log scale; lower is better)")
-        ax_lossy.set_title(titled("lossy codecs: latency (no NCCL rows to compare with)"))
+        ax_lossy.set_title(titled(f"lossy codecs: latency (no {base} rows to compare with)"))
     if not lossy_methods:
         ax_lossy.set_title(titled("lossy codecs"))
         _note(ax_lossy, "no lossy methods in these rows")
