@@ -290,6 +290,10 @@ class Communicator:
         the codes under the given ``fp8_scale`` (a 1-element float32 tensor). Rounding is that of an unfused
         bf16/fp16 model (docs/codec-spec.md, "Add + RMSNorm epilogue"); identical bits on every rank.
         ``out=x`` and ``residual_out=residual`` are the in-place forms. ``codec`` as in ``all_reduce``."""
+        if out is None and residual_out is None and fp8 is None:  # the torch op: compiled graphs trace it
+            return torch.ops.quickreduce.all_reduce_add_rmsnorm(x, residual, weight, self._handle, eps, codec)
+        if out is None and residual_out is None and fp8 == "per_token":
+            return torch.ops.quickreduce.all_reduce_add_rmsnorm_fp8(x, residual, weight, self._handle, eps, codec)
         from .epilogues import all_reduce_add_rmsnorm
         return all_reduce_add_rmsnorm(self, x, residual, weight, eps, codec, out, residual_out, fp8, fp8_scale)
 

@@ -7,6 +7,8 @@ Custom ops (``torch.library.custom_op``; functional: each returns a new tensor a
     torch.ops.quickreduce.all_gather(x, handle, codec=None) -> Tensor
     torch.ops.quickreduce.all_to_all(x, handle, codec=None, output_split_sizes=None,
                                      input_split_sizes=None) -> Tensor
+    torch.ops.quickreduce.all_reduce_add_rmsnorm(x, residual, weight, handle, eps=1e-6, codec=None)
+        -> (out, residual_out)          (and _fp8: -> (out, residual_out, e4m3 codes, per-token scales))
 
 An op cannot take a Python object, so a communicator is named by ``Communicator.handle``: an integer
 from this module's registry (``register``; handles are never reused, the registry holds communicators
@@ -380,3 +382,37 @@ def all_to_all(x: torch.Tensor, handle: int, codec: Optional[str] = None,
 def _all_to_all_fake(x, handle, codec=None, output_split_sizes=None, input_split_sizes=None):
     lookup(handle)
     return x.new_empty(all_to_all_shape(tuple(x.shape), output_split_sizes))
+
+
+@torch.library.custom_op("quickreduce::all_reduce_add_rmsnorm", mutates_args=())
+def all_reduce_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, handle: int,
+                           eps: float = 1e-6, codec: Optional[str] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(RMSNorm(all_reduce(x) + residual) * weight, all_reduce(x) + residual) (Communicator.all_reduce_add_rmsnorm)."""
+    from .epilogues import all_reduce_add_rmsnorm as run
+    return run(lookup(handle), x, residual, weight, eps, codec)
+
+
+@all_reduce_add_rmsnorm.register_fake
+def _all_reduce_add_rmsnorm_fake(x, residual, weight, handle, eps=1e-6, codec=None):
+    from .epilogues import check_args
+    lookup(handle)
+    check_args(x, residual, weight, eps, None, None, None, None)
+    return torch.empty_like(x), torch.empty_like(x)
+
+
+@torch.library.custom_op("quickreduce::all_reduce_add_rmsnorm_fp8", mutates_args=())
+def all_reduce_add_rmsnorm_fp8(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, handle: int,
+                               eps: float = 1e-6, codec: Optional[str] = None
+                               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """all_reduce_add_rmsnorm, plus the normed rows in FP8 e4m3 and their per-token float32 scales [..., 1]."""
+    from .epilogues import all_reduce_add_rmsnorm as run
+    return run(lookup(handle), x, residual, weight, eps, codec, fp8="per_token")
+
+
+@all_reduce_add_rmsnorm_fp8.register_fake
+def _all_reduce_add_rmsnorm_fp8_fake(x, residual, weight, handle, eps=1e-6, codec=None):
+    from .epilogues import check_args
+    lookup(handle)
+    check_args(x, residual, weight, eps, None, None, "per_token", None)
+    return (torch.empty_like(x), torch.empty_like(x), x.new_empty(x.shape, dtype=torch.float8_e4m3fn),
+            x.new_empty(x.shape[:-1] + (1,), dtype=torch.float32))

@@ -553,3 +553,23 @@ def test_compiled_with_dynamic_shapes(solo):
     for rows in (4, 8, 12):
         x = torch.randn(rows, 16)
         assert same_bits(compiled(x, w), fn(x, w))
+
+
+def test_epilogue_ops_schemas_and_fakes(node):
+    """torch.ops.quickreduce.all_reduce_add_rmsnorm(_fp8): functional schemas; fakes give the outputs'
+    shapes and dtypes and refuse bad arguments as the real call does."""
+    for name, returns in (("all_reduce_add_rmsnorm", 2), ("all_reduce_add_rmsnorm_fp8", 4)):
+        s = getattr(torch.ops.quickreduce, name).default._schema
+        assert not s.is_mutable and all(a.alias_info is None for a in s.arguments)
+        assert len(s.returns) == returns and all(r.alias_info is None for r in s.returns)
+    (c,) = node(2, solo=True)
+    with FakeTensorMode():
+        x = torch.empty(3, 5, 1024, dtype=torch.bfloat16)
+        w = torch.empty(1024, dtype=torch.bfloat16)
+        out, res = torch.ops.quickreduce.all_reduce_add_rmsnorm(x, x, w, c.handle, 1e-6, None)
+        assert out.shape == res.shape == x.shape and out.dtype == torch.bfloat16
+        out, res, codes, scales = torch.ops.quickreduce.all_reduce_add_rmsnorm_fp8(x, x, w, c.handle)
+        assert codes.dtype == torch.float8_e4m3fn and codes.shape == x.shape
+        assert scales.dtype == torch.float32 and scales.shape == (3, 5, 1)
+        with pytest.raises(ValueError, match="weight must be"):
+            torch.ops.quickreduce.all_reduce_add_rmsnorm(x, x, w[:8], c.handle)
