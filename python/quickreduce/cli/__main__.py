@@ -9,6 +9,7 @@ COMMANDS = {
     "tune": "measure and cache the table `codec='auto'` chooses from",
     "accuracy": "error of every codec against a float64 reference (CPU twin, or --device cuda)",
     "codec-speed": "each codec's encode and decode on one GPU (HBM to HBM, rotated beside plain)",
+    "e2e": "a tensor-parallel LLM with each all-reduce provider (GPUs), or each codec's fidelity on a real model (CPU)",
     "info": "version, codecs, GPUs, peer access, settings in effect",
 }
 
