@@ -446,16 +446,7 @@ def _view(ptr, numel, dtype):
     return torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(ptr), dtype=dtype)
 
 
-def _relaxed_check_tensor(self, t, what, dtypes=comm_mod._DTYPE_IDS):
-    """Communicator._check_tensor without the CUDA device checks (CPU tensors stand for GPU ones)."""
-    if self._c is None:
-        raise qd.QuickReduceError("communicator is closed")
-    if t.dtype not in dtypes:
-        raise TypeError(f"{what} has dtype {t.dtype}")
-    if not t.is_contiguous():
-        raise ValueError(f"{what} is not contiguous")
-    if t.numel() and t.data_ptr() % 16:
-        raise ValueError(f"{what} is not 16-byte aligned")
+from test_torch_integration import _relaxed_check_tensor  # noqa: E402  (tests/cpu is on sys.path)
 
 
 FAIL_CREATE_ON_RANK = None  # set by a scenario: that rank's communicator construction fails
