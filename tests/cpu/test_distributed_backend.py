@@ -36,7 +36,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import quickreduce.distributed as qd
-from quickreduce import _C, comm as comm_mod, tuning
+from quickreduce import _C, tuning
 from quickreduce.comm import Communicator
 
 RO = dist.ReduceOp
