@@ -3,7 +3,7 @@
 | variable                   | default | meaning                                                   |
 |----------------------------|---------|-----------------------------------------------------------|
 | QUICKREDUCE_MAX_SIZE_MB    | 128     | largest message (MiB) a Communicator accepts by default    |
-| QUICKREDUCE_QUANTIZATION   | FP      | default codec: FP, FP8, INT8, INT6, INT4, FP4, LOSSLESS (or a codec name, or AUTO) |
+| QUICKREDUCE_QUANTIZATION   | FP      | default codec: FP, FP8, INT8, INT6, INT4, FP4, LOSSLESS, INT6H, INT4H (or AUTO, AUTO:<codec>) |
 | QUICKREDUCE_QUANTIZATION_<COLLECTIVE> | (unset) | the same for one collective only: ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL |
 | QUICKREDUCE_TIMEOUT_S      | 10      | how long a kernel waits for a peer before giving up        |
 | QUICKREDUCE_TUNE_FILE      | (unset) | tuning table to use instead of the cached/built-in one     |
@@ -19,7 +19,8 @@ DEFAULT_TIMEOUT_S = 10.0
 
 # vLLM's QUICK_REDUCE_QUANTIZATION spellings -> our codec names.
 _QUANTIZATION_NAMES = {"FP": "fp16", "NONE": "fp16", "FP16": "fp16", "BF16": "bf16", "FP32": "fp32", "FP8": "fp8",
-                       "INT8": "int8", "INT6": "int6", "INT4": "int4", "FP4": "fp4", "LOSSLESS": "lossless", "AUTO": "auto"}
+                       "INT8": "int8", "INT6": "int6", "INT4": "int4", "FP4": "fp4", "LOSSLESS": "lossless", "AUTO": "auto",
+                       "INT6H": "int6h", "INT4H": "int4h"}  # ours: the Hadamard-rotated codecs
 
 
 def _env_float(name: str, default: float) -> float:

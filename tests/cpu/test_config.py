@@ -36,7 +36,8 @@ def test_numbers(monkeypatch):
 def test_quantization_names(monkeypatch):
     monkeypatch.delenv("QUICKREDUCE_QUANTIZATION", raising=False)
     assert config.default_codec() == "fp16"
-    for raw, want in (("INT4", "int4"), ("fp8", "fp8"), ("NONE", "fp16"), ("auto:INT6", "auto:int6")):
+    for raw, want in (("INT4", "int4"), ("fp8", "fp8"), ("NONE", "fp16"), ("auto:INT6", "auto:int6"), ("INT4H", "int4h"),
+                      ("int6h", "int6h")):
         monkeypatch.setenv("QUICKREDUCE_QUANTIZATION", raw)
         assert config.default_codec() == want
     monkeypatch.setenv("QUICKREDUCE_QUANTIZATION", "int3")
