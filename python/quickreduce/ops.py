@@ -108,7 +108,11 @@ def reduce_op_name(op) -> str:
             return name
     elif torch.distributed.is_available():
         RO = torch.distributed.ReduceOp
-        if isinstance(op, (RO, RO.RedOpType)):
+        if isinstance(op, RO.RedOpType):  # ReduceOp.SUM etc.: by name (torch 2.11's dynamo cannot compare them)
+            name = op.name.lower()
+            if name in REDUCE_OPS:
+                return name
+        elif isinstance(op, RO):  # a ReduceOp object, ReduceOp(ReduceOp.MAX)
             if op == RO.SUM:
                 return "sum"
             if op == RO.AVG:
