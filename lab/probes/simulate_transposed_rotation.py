@@ -4,7 +4,7 @@
 import os, sys
 import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-src = open(os.path.join(ROOT, 'python/quickreduce/oracle/codecs.py')).read()  
+src = open(os.path.join(ROOT, 'python/quickreduce/oracle/codecs.py')).read()  # without the package (no _C)
 ns={}
 exec(compile(src,"codecs","exec"),ns)
 rotate,unrotate=ns['rotate'],ns['unrotate']
