@@ -59,10 +59,9 @@ def check_args(x, residual, weight, eps, out, residual_out, fp8, fp8_scale) -> t
     return x.numel() // hidden, hidden
 
 
-def launch_add_rmsnorm(summed, residual, weight, eps, out, residual_out, fp8=None, fp8_scale=None):
+def _launch(summed, residual, weight, eps, out, residual_out, fp8, fp8_scale, rows, hidden):
     """The epilogue kernel alone over `summed` (the all-reduce's output) on the current stream:
     returns (out, residual_out[, fp8 codes, scales])."""
-    rows, hidden = summed.numel() // summed.shape[-1], summed.shape[-1]
     codes = scales = None
     if fp8 == "per_token":
         codes = torch.empty(summed.shape, dtype=torch.float8_e4m3fn, device=summed.device)
@@ -82,8 +81,8 @@ def all_reduce_add_rmsnorm(comm, x: torch.Tensor, residual: torch.Tensor, weight
                            residual_out: Optional[torch.Tensor] = None, fp8: Optional[str] = None,
                            fp8_scale: Optional[torch.Tensor] = None):
     """See Communicator.all_reduce_add_rmsnorm."""
-    check_args(x, residual, weight, eps, out, residual_out, fp8, fp8_scale)
+    rows, hidden = check_args(x, residual, weight, eps, out, residual_out, fp8, fp8_scale)
     summed = comm.all_reduce(x, out=out if out is not None else torch.empty_like(x), codec=codec)
     if residual_out is None:
         residual_out = torch.empty_like(x)
-    return launch_add_rmsnorm(summed, residual, weight, eps, summed, residual_out, fp8, fp8_scale)
+    return _launch(summed, residual, weight, eps, summed, residual_out, fp8, fp8_scale, rows, hidden)

@@ -23,12 +23,4 @@ def results():
 @pytest.mark.gpu(WORLD)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_scenario(results, scenario):
-    mine = {k: v for k, v in results.items() if k.startswith(scenario + "/") or k.startswith("<")}
-    assert mine, f"scenario {scenario} produced no checks"
-    for k, v in mine.items():
-        if k.startswith(scenario + "/info/"):
-            print(k, v)  # measured numbers, kept in the log (-s)
-    checks = {k: v for k, v in mine.items() if not k.startswith(scenario + "/info/")}
-    failures = {k: v for k, v in checks.items() if any(msg is not None for msg in v.values())}
-    print(f"{scenario}: {len(checks)} checks, {len(failures)} failed")
-    assert not failures, "\n".join(f"{k}: {v}" for k, v in list(failures.items())[:20])
+    harness.check_scenario(results, scenario)

@@ -19,7 +19,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-template <DType D>
 __device__ float lane_square_sum(const float v[kLaneValues]) {
   float s = __fmul_rn(v[0], v[0]);
 #pragma unroll
@@ -77,7 +76,7 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
 #pragma unroll
       for (int i = 0; i < kLaneValues; ++i) r[i] = to_float<D>(from_float<D>(__fadd_rn(s[i], r[i])));
       store_lane<D>(res_out + lane * kLaneValues, kLaneValues, r);
-      partial[j] = lane_square_sum<D>(r);
+      partial[j] = lane_square_sum(r);
     }
   }
   for (size_t h = 1; h < per_thread; h *= 2)
@@ -85,8 +84,8 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
   const float squares = cta_tree<false>(partial[0], smem);
   const float inv_rms = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(squares, float(H)), a.eps)));
 
-  // Pass 2: y = to_T(to_T(r * inv_rms) * w) (HF / vLLM's rounding), from the r this CTA stored.
-  __syncthreads();  // pass 1's stores are visible to the CTA's own loads
+  // Pass 2: y = to_T(to_T(r * inv_rms) * w) (HF / vLLM's rounding), from the r this thread stored
+  // (each thread reads back only its own lanes, so no barrier is needed).
   float amax = 0.0f;
   for (size_t j = 0; j < per_thread; ++j) {
     const size_t lane = threadIdx.x * per_thread + j;
@@ -114,7 +113,6 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
     scale = a.fp8_scales[0];
   }
   const float inv_scale = __fdiv_rn(1.0f, scale);
-  __syncthreads();  // pass 2's stores are visible to the CTA's own loads
   for (size_t j = 0; j < per_thread; ++j) {
     const size_t lane = threadIdx.x * per_thread + j;
     if (lane >= lanes) break;

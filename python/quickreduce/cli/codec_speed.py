@@ -48,16 +48,29 @@ def _time_ms(torch, fn, calls: int, replays: int) -> float:
     return statistics.median(times[1:])  # the first replay warms the graph
 
 
+def _codec_pass(x, wire, out, codec: str, encode: bool, decode: bool) -> None:
+    """Encode x (a 1-D fp16/bf16 CUDA tensor) into wire and/or decode wire into out, on the
+    current stream."""
+    import torch
+
+    dtype_id = {torch.bfloat16: _C.DTYPE_BFLOAT16, torch.float16: _C.DTYPE_FLOAT16}[x.dtype]
+    _C.codec_speed(x.data_ptr(), wire.data_ptr(), out.data_ptr(), x.numel(), dtype_id, codec_id(codec),
+                   torch.cuda.current_stream().cuda_stream, encode, decode)
+
+
+def _wire_for(x, codec: str):
+    import torch
+
+    return torch.empty(_C.codec_wire_bytes(x.numel(), codec_id(codec)), dtype=torch.uint8, device=x.device)
+
+
 def gpu_round_trip(x, codec: str):
     """to_T(D(Q(x))) of a 1-D fp16/bf16 CUDA tensor, encoded and decoded on the GPU (blocks from
     x[0]; numel a multiple of 8)."""
     import torch
 
-    dtype_id = {torch.bfloat16: _C.DTYPE_BFLOAT16, torch.float16: _C.DTYPE_FLOAT16}[x.dtype]
-    wire = torch.empty(_C.codec_wire_bytes(x.numel(), codec_id(codec)), dtype=torch.uint8, device=x.device)
     out = torch.empty_like(x)
-    _C.codec_speed(x.data_ptr(), wire.data_ptr(), out.data_ptr(), x.numel(), dtype_id, codec_id(codec),
-                   torch.cuda.current_stream().cuda_stream, True, True)
+    _codec_pass(x, _wire_for(x, codec), out, codec, True, True)
     return out
 
 
@@ -83,18 +96,15 @@ def run(numel: int, dtype_name: str, codecs: list[str], calls: int, replays: int
     if not torch.cuda.is_available():
         raise SystemExit("codec-speed needs a CUDA GPU")
     torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
-    dtype_id = {"bf16": _C.DTYPE_BFLOAT16, "fp16": _C.DTYPE_FLOAT16}[dtype_name]
     gen = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(numel, generator=gen, device="cuda", dtype=torch.float32).to(torch_dtype)
     out = torch.empty_like(x)
     rows = []
     for name in codecs:
-        cid = codec_id(name)
-        wire = torch.empty(_C.codec_wire_bytes(numel, cid), dtype=torch.uint8, device="cuda")
+        wire = _wire_for(x, name)
 
         def launch(encode: bool, decode: bool) -> None:
-            _C.codec_speed(x.data_ptr(), wire.data_ptr(), out.data_ptr(), numel, dtype_id, cid,
-                           torch.cuda.current_stream().cuda_stream, encode, decode)
+            _codec_pass(x, wire, out, name, encode, decode)
 
         launch(True, True)
         torch.cuda.synchronize()
