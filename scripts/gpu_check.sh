@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: build for sm_90 on all cores, run the GPU tests, then the benchmark.
 # Logs go under $OUT (the device tool brings them back). Usage: bash scripts/gpu_check.sh [stage...]
-# stages: build tests shared codecs cputests sanitize timing phases peers tune bench wheels (default: build tests bench)
+# stages: build tests shared codecs cputests sanitize timing phases peers tune bench family epilogue e2e
+#         examples wheels wheel:NAME so:NAME fold (default: build tests bench)
 # (`timing` and `phases` run lab/ dev tools: lab/scripts/dev_timing.py, lab/scripts/phase_timers.py)
 # A/B of builds in one call (machine-to-machine noise is ~0.3 us at small sizes): build wheels here
 # (bash lab/scripts/build_variant.sh NAME [QR_PHASE_TIMERS=1]), carry .wheels, and run the stage
@@ -52,7 +53,7 @@ for stage in $stages; do
       python3 lab/scripts/dev_timing.py 2>&1 | tee "$OUT/timing.log" ;;
     peers)
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .peers/whl/*.whl
-      export PYTHONPATH=/tmp/site:$PWD/.peers/site FLASHINFER_CONFIDENTIAL_COMPUTE=1 ;;
+      export PYTHONPATH=/tmp/site:$PWD/.peers/site${PYTHONPATH:+:$PYTHONPATH} FLASHINFER_CONFIDENTIAL_COMPUTE=1 ;;
     tune)  # measure the auto table; the bench stage after it uses it
       python3 -m quickreduce.cli tune --dtypes bf16 --out "$OUT/tuned.json" --csv "$OUT/tune.csv" --no-cache 2>&1 \
         | tail -25  # no tune.log: $OUT brings back 8 files; `quickreduce tune --from-csv` rebuilds the table
@@ -60,8 +61,31 @@ for stage in $stages; do
     bench)
       python3 -m quickreduce.cli bench --sizes 8K:1G --dtype bf16 --csv "$OUT/bench.csv" --plot "$OUT/bench.png" 2>&1 \
         | tee "$OUT/bench.log" ;;
+    family)  # reduce-scatter, all-gather, all-to-all against NCCL and symm_mem (FAMILY_DTYPE, FAMILY_SIZES)
+      dtype=${FAMILY_DTYPE:-bf16}
+      python3 -m quickreduce.cli bench --collective reduce_scatter,all_gather,all_to_all --dtype "$dtype" \
+        --sizes "${FAMILY_SIZES:-8K:1G:4}" --csv "$OUT/family-$dtype.csv" 2>&1 | tee "$OUT/family-$dtype.log" ;;
+    epilogue)  # all-reduce + residual add + RMSNorm, fused and unfused, beside FlashInfer's fused op
+      for hidden in ${EPILOGUE_HIDDEN:-4096 8192}; do
+        python3 -m quickreduce.cli bench --epilogue add_rmsnorm --hidden "$hidden" --sizes "${EPILOGUE_SIZES:-8K:64M:4}" \
+          --csv "$OUT/epilogue-h$hidden.csv" 2>&1 | tee "$OUT/epilogue-h$hidden.log"
+      done ;;
+    e2e)  # a tensor-parallel decoder per provider (E2E_ARGS: e.g. --model llama3-70b --layers 4)
+      python3 -m quickreduce.cli e2e ${E2E_ARGS:---layers 4} --csv "$OUT/e2e.csv" --no-plot 2>&1 | tee "$OUT/e2e.log" ;;
+    examples)  # examples/*.py as their docstrings say to run them (torchrun, 2 GPUs)
+      for example in examples/*.py; do
+        timeout 180 torchrun --nproc-per-node 2 "$example" > /tmp/example.log 2>&1
+        echo "$example: exit $?" | tee -a "$OUT/examples.log"; tail -15 /tmp/example.log >> "$OUT/examples.log"
+      done ;;
     wheel:*)
       install_wheel "${stage#wheel:}" && echo "installed ${stage#wheel:}" ;;
+    so:*)  # this tree's Python with the extension of a carried wheel (no install, no build on the device)
+      rm -f python/quickreduce/_C*.so
+      unzip -q -o -j .wheels/"${stage#so:}"/*.whl 'quickreduce/_C*.so' -d python/quickreduce || exit 1
+      export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}; echo "extension of ${stage#so:}" ;;
+    fold)  # $OUT brings back at most 8 files: fold every log into one, drop the plots (CSVs replot them)
+      (cd "$OUT" && for f in *.log; do echo "===== $f"; cat "$f"; done > /tmp/logs.txt && rm -f ./*.log ./*.png \
+        && mv /tmp/logs.txt all-logs.log) ;;
     wheels)
       for name in ${WHEELS:-$(ls .wheels)}; do
         install_wheel "$name"

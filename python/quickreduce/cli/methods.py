@@ -414,7 +414,7 @@ def _exchange_methods(collective: str) -> dict[str, Callable[[], Method]]:
         "symm_mem": EXCHANGE_SYMM_MEM[collective],
         "qr_passthrough": lambda: QuickReduceExchangeMethod("qr_passthrough", collective, None),
     }
-    for codec in QR_ROW_CODECS:
+    for codec in QR_ROW_CODECS + QR_ROTATED_CODECS:
         methods[f"qr_{codec}"] = lambda c=codec: QuickReduceExchangeMethod(f"qr_{c}", collective, c)
     return methods
 
@@ -430,7 +430,7 @@ def _own_methods() -> dict[str, Callable[[], Method]]:
         "qr_auto": lambda: QuickReduceMethod("qr_auto", "auto", "auto"),
         "qr_auto_int4": lambda: QuickReduceMethod("qr_auto_int4", "auto", "auto:int4"),
     }
-    for codec in QR_CODECS:
+    for codec in QR_CODECS + QR_ROTATED_CODECS:
         methods[f"qr_{codec}"] = lambda c=codec: QuickReduceMethod(f"qr_{c}", "two_shot", c)
     return methods
 

@@ -48,7 +48,8 @@ REPLICATED_COLLECTIVES = ("all_reduce", "all_gather", EPILOGUE)
 # quickreduce's codecs with a bench row each (qr_<codec>): the lossy ones, then the lossless packing.
 QR_CODECS = ("int8", "fp8", "int6", "int4", "fp4")
 QR_ROW_CODECS = QR_CODECS + ("lossless",)
-# The Hadamard-rotated codecs (all-reduce only); the epilogue has rows for them.
+# The Hadamard-rotated codecs: rows of their own after the plain codecs (qr_int6h, qr_int4h), so a
+# run shows each beside its plain twin.
 QR_ROTATED_CODECS = ("int6h", "int4h")
 # Epilogue rows: qr_fused_<codec> for each of these, qr_unfused_<codec> (our all-reduce, then torch's
 # add and RMSNorm) for the exact ones and one lossy codec (the epilogue's cost does not depend on the
@@ -62,12 +63,13 @@ METHOD_LOSSY = {
     "trtllm_one_shot": False, "trtllm_one_shot_pdl": False, "trtllm_two_shot": False,
     "qr_one_shot": False, "qr_two_shot": False, "qr_lossless": False, "qr_auto": False,
     "flashinfer_fp8": True, "qr_int8": True, "qr_fp8": True, "qr_int6": True, "qr_int4": True,
-    "qr_fp4": True, "qr_auto_int4": True,
+    "qr_fp4": True, **{f"qr_{codec}": True for codec in QR_ROTATED_CODECS}, "qr_auto_int4": True,
 }
 # The same for the segment collectives (reduce-scatter, all-gather, all-to-all): NCCL, torch symmetric
 # memory's op where it has one, quickreduce passthrough (the benchmark's dtype, exact) and per codec.
 EXCHANGE_METHOD_LOSSY = {"nccl": False, "symm_mem": False, "qr_passthrough": False,
-                         "qr_lossless": False, **{f"qr_{codec}": True for codec in QR_CODECS}}
+                         "qr_lossless": False,
+                         **{f"qr_{codec}": True for codec in QR_CODECS + QR_ROTATED_CODECS}}
 # The epilogue's rows: NCCL + torch's add and RMSNorm (the baseline, as NCCL is the collectives'),
 # FlashInfer's fused TensorRT-LLM op, quickreduce fused per codec and quickreduce unfused.
 _EPILOGUE_ROWS = (("fused", EPILOGUE_CODECS), ("unfused", UNFUSED_CODECS))
