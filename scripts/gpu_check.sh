@@ -81,7 +81,8 @@ for stage in $stages; do
       install_wheel "${stage#wheel:}" && echo "installed ${stage#wheel:}" ;;
     so:*)  # this tree's Python with the extension of a carried wheel (no install, no build on the device)
       rm -f python/quickreduce/_C*.so
-      unzip -q -o -j .wheels/"${stage#so:}"/*.whl 'quickreduce/_C*.so' -d python/quickreduce || exit 1
+      python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); so = next(n for n in z.namelist() if n.startswith("quickreduce/_C"))
+open("python/" + so, "wb").write(z.read(so))' .wheels/"${stage#so:}"/*.whl || exit 1
       export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}; echo "extension of ${stage#so:}" ;;
     fold)  # $OUT brings back at most 8 files: fold every log into one, drop the plots (CSVs replot them)
       (cd "$OUT" && for f in *.log; do echo "===== $f"; cat "$f"; done > /tmp/logs.txt && rm -f ./*.log ./*.png \
