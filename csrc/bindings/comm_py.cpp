@@ -74,11 +74,11 @@ void register_comm(nb::module_& m) {
       "pdl"_a = false, "groups"_a = 0)
       .def("exchange", [](qr::Communicator& c, int kind, uintptr_t in, uintptr_t out, int dtype, int codec,
                           const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts, uintptr_t stream,
-                          bool pdl, int threads) {
+                          bool pdl, int threads, bool even_splits, size_t packet_max_bytes) {
         c.exchange(qr::ExchangeKind(kind), in, out, qr::DType(dtype), qr::CodecId(codec), send_counts, recv_counts, stream,
-                   pdl, threads);
+                   pdl, threads, even_splits, packet_max_bytes);
       }, "kind"_a, "in_ptr"_a, "out_ptr"_a, "dtype"_a, "codec"_a, "send_counts"_a, "recv_counts"_a, "stream"_a,
-      "pdl"_a = false, "threads"_a = 0)
+      "pdl"_a = false, "threads"_a = 0, "even_splits"_a = false, "packet_max_bytes"_a = SIZE_MAX)
       .def("check", &qr::Communicator::check)
       .def("close", &qr::Communicator::close)
       .def_prop_ro("rank", &qr::Communicator::rank)

@@ -8,6 +8,7 @@
 #include "collectives/all_reduce/one_shot.cuh"
 #include "collectives/all_reduce/two_shot.cuh"
 #include "collectives/exchange/exchange.cuh"
+#include "collectives/exchange/packets.cuh"
 #include "codecs/dispatch.hpp"
 
 namespace qr {
@@ -92,6 +93,16 @@ cudaError_t launch_exchange(const ExchangeArgs& args, DType dtype, CodecId codec
       blocks = std::min(limit, 2 * sms);
     }
     return launch(kernel, blocks, threads, args, stream);
+  });
+}
+
+cudaError_t launch_exchange_packets(const ExchangeArgs& args, DType dtype, cudaStream_t stream) {
+  return dispatch_codec_any_dtype(CodecId::kPassthrough, dtype, [&](auto, auto d) {
+    constexpr DType T = decltype(d)::value;
+    const size_t vectors = (size_t(args.even_count) + kPacketValues<T> - 1) / kPacketValues<T>;
+    const size_t owners = (vectors + kPacketThreads - 1) / kPacketThreads;  // CTAs that own vectors
+    const int blocks = int(std::clamp(owners, size_t(1), size_t(kPacketBlocks)));
+    return launch(exchange_packets_kernel<T>, blocks, kPacketThreads + kPacketControlThreads, args, stream);
   });
 }
 

@@ -36,6 +36,9 @@ uint32_t call_signature(size_t numel, DType dtype, CodecId codec, Algo algo) {
 
 // The same over an exchange call: kind, even segment size (0 for all-to-all, whose sizes are
 // checked per pair in the kernel), dtype, wire codec, CTA size.
+// The small-segment path's place in a signature's `threads` (the slice kernel's are 128-512).
+constexpr int kPacketPath = 1;
+
 uint32_t exchange_signature(ExchangeKind kind, size_t even_count, DType dtype, CodecId codec, int threads) {
   return call_signature(even_count, dtype, codec, Algo(0x100 + int(kind) * 0x1000 + threads));
 }
@@ -70,6 +73,7 @@ Communicator::Communicator(int rank, int world_size, int device, size_t max_byte
   QR_CUDA_CHECK(cudaMemset(workspace_, 0, layout_.lamport));
   QR_CUDA_CHECK(launch_fill_u32(reinterpret_cast<uint32_t*>(workspace_ + layout_.lamport),
                                 layout_.lamport_bytes(world_size) / 4, kLamportEmpty, nullptr));
+  QR_CUDA_CHECK(cudaMemset(workspace_ + layout_.xp_data, 0xff, layout_.packet_bytes(world_size)));  // empty
   QR_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&record_host_), sizeof(ErrorRecord), cudaHostAllocMapped));
   std::memset(record_host_, 0, sizeof(ErrorRecord));
   QR_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&record_device_), record_host_, 0));
@@ -139,6 +143,7 @@ void Communicator::check() {
                       : r->phase == 2                  ? "all-gather"
                       : r->phase == kPhaseExchangeData ? "exchange data"
                       : r->phase == kPhaseExchangeSizes ? "all-to-all sizes"
+                      : r->phase == kPhaseExchangePackets ? "small-segment packets"
                                                         : "previous exchange call";
   throw PeerTimeoutError("rank " + std::to_string(r->rank) + " timed out waiting for rank " + std::to_string(r->peer) +
                          " (" + phase + ", call epoch " + std::to_string(r->expected) + ", flag seen " +
@@ -181,7 +186,7 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
 
 void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DType dtype, CodecId codec,
                             const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts,
-                            uintptr_t stream, bool pdl, int threads) {
+                            uintptr_t stream, bool pdl, int threads, bool even_splits, size_t packet_max_bytes) {
   require_usable();
   check();
   const int W = world_size_;
@@ -202,13 +207,13 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
   ExchangeArgs args{};
   fill_common(args, in, out, pdl);
   args.kind = int(kind);
-  args.sizes_cross = kind == ExchangeKind::kAllToAll;
+  args.sizes_cross = kind == ExchangeKind::kAllToAll && !even_splits;
   args.even_count = uint32_t(send_counts[0]);
   bool aligned = true;
   size_t send_at = 0, recv_at = 0;
   for (int r = 0; r < W; ++r) {
     if (!args.sizes_cross && (send_counts[r] != send_counts[0] || recv_counts[r] != send_counts[0]))
-      throw std::invalid_argument("all-gather and reduce-scatter segments must all have the same size");
+      throw std::invalid_argument("all-gather, reduce-scatter and even all-to-all segments must all have the same size");
     args.send_count[r] = uint32_t(send_counts[r]);
     args.recv_count[r] = uint32_t(recv_counts[r]);
     args.send_offset[r] = kind == ExchangeKind::kAllGather ? 0 : send_at;
@@ -218,11 +223,18 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
     recv_at += recv_counts[r];
   }
   args.aligned = aligned ? 1 : 0;
+  if (codec == CodecId::kLossless) codec = CodecId::kPassthrough;  // the same bits, the same wire here
+  DeviceGuard guard(device_);
+  const size_t segment_bytes = send_counts[0] * elem;
+  if (threads == 0 && codec == CodecId::kPassthrough && !args.sizes_cross && segment_bytes > 0 &&
+      segment_bytes <= std::min(packet_max_bytes, layout_.packet_vectors * 16)) {
+    args.signature = exchange_signature(kind, send_counts[0], dtype, codec, kPacketPath);
+    QR_CUDA_CHECK(launch_exchange_packets(args, dtype, reinterpret_cast<cudaStream_t>(stream)));
+    return;
+  }
   if (threads == 0) threads = exchange_threads(kind, send_counts[0]);
   if (threads != 128 && threads != 256 && threads != 512) throw std::invalid_argument("exchange threads must be 128, 256 or 512");
-  if (codec == CodecId::kLossless) codec = CodecId::kPassthrough;  // the same bits, the same wire here
   args.signature = exchange_signature(kind, args.sizes_cross ? 0 : send_counts[0], dtype, codec, threads);
-  DeviceGuard guard(device_);
   QR_CUDA_CHECK(launch_exchange(args, dtype, codec, threads, reinterpret_cast<cudaStream_t>(stream)));
 }
 

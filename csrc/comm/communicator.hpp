@@ -41,9 +41,13 @@ class Communicator {
   //    (both in rank order, segments contiguous); the peers' sizes are checked in the kernel;
   //  - reduce-scatter: send_counts[d] = recv_counts[s] = k (block d of my input goes to d).
   // dtype may be fp32. in/out: device pointers, 16-byte aligned, not overlapping.
+  // even_splits (all-to-all): every rank sends every rank the same count, which every rank knows
+  // (split sizes not given), so no sizes cross the link. Passthrough segments of at most
+  // min(packet_max_bytes, 512 KiB) take the flag-in-data path (exchange/packets.cuh) unless
+  // threads is set (which picks the slice kernel's CTA size).
   void exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DType dtype, CodecId codec,
                 const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts, uintptr_t stream,
-                bool pdl = false, int threads = 0);
+                bool pdl = false, int threads = 0, bool even_splits = false, size_t packet_max_bytes = SIZE_MAX);
   // Throws PeerTimeoutError or CallMismatchError if a kernel recorded a timeout or a mismatch.
   void check();
   void close();

@@ -11,6 +11,7 @@ enum class ErrorCode : uint32_t { kOk = 0, kTimeout = 1, kMismatch = 2 };
 constexpr uint32_t kPhaseExchangeData = 3;   // waiting for a peer's segment slices
 constexpr uint32_t kPhaseExchangeSizes = 4;  // waiting for a peer's split sizes (uneven all-to-all)
 constexpr uint32_t kPhaseExchangeReady = 5;  // waiting for a peer to finish the previous exchange call
+constexpr uint32_t kPhaseExchangePackets = 6;  // waiting for a peer's small segment (exchange/packets.cuh)
 
 struct ErrorRecord {
   uint32_t code;      // ErrorCode

@@ -16,6 +16,8 @@
 //               (reduce-scatter, all-gather, all-to-all: collectives/exchange/exchange.cuh)
 //   [xc_sizes]  [CTA][src] SizeRow: the values src sends each rank (uneven all-to-all only)
 //   [xc_data]   [src][slice] encoded segments pushed to this rank, lower sources first
+//   [xp_data]   [3 buffers][src][vector] 16-byte vectors of small segments (exchange/packets.cuh);
+//               "empty" = every byte 0xFF, a NaN real data is never sent as
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -42,6 +44,13 @@ QR_HD constexpr size_t one_shot_max_bytes(int world_size) { return size_t(world_
 // buffer to the next call's clearing pass: at 6-8 MiB that pass cost ~1 us (bench/NOTES.md run 77);
 // below 4 MiB neither way measured faster.
 constexpr size_t kOneShotEmptyOnReadBytes = size_t(4) << 20;
+// The segment exchange's small-message path (exchange/packets.cuh): vector p of a segment belongs
+// to CTA (p / kPacketThreads) % kPacketBlocks; one vector a thread up to kPacketMaxSegmentBytes,
+// the largest segment it takes (the default; Communicator::exchange's packet_max_bytes lowers it).
+constexpr int kPacketBlocks = 256;
+constexpr int kPacketThreads = 128;
+constexpr int kPacketControlThreads = 32;
+constexpr size_t kPacketMaxSegmentBytes = size_t(kPacketBlocks) * kPacketThreads * 16;
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
 constexpr int kTwoShotGroups = 16;  // most groups the automatic rule picks (explicit groups: up to 64)
@@ -83,6 +92,10 @@ struct ControlBlock {
   uint32_t exchange_epoch;                   // advanced by the last CTA of each exchange call
   uint32_t exchange_finished;                // CTAs finished in the current exchange call
   uint32_t exchange_done_by[kMaxWorldSize];  // written by rank s: the last exchange epoch it finished
+  // The small-segment path's own epochs, clearing counts and signatures, as the one-shot's above.
+  uint32_t packet_epoch[kPacketBlocks];
+  uint32_t packet_prev_vectors[kPacketBlocks];
+  uint64_t packet_signature[kPacketBlocks][2][kMaxWorldSize];
 };
 
 // Most CTAs an exchange launch may have (size rows are per CTA): more than fit at once on any GPU
@@ -111,9 +124,11 @@ inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 struct WorkspaceLayout {
   size_t lamport_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * lamport_vectors * 16; }
+  size_t packet_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * packet_vectors * 16; }
   size_t control, rs_flags, ag_flags, rs_forms, ag_forms, lamport, rs_data, ag_data;
-  size_t xc_flags, xc_sizes, xc_data, total;
+  size_t xc_flags, xc_sizes, xc_data, xp_data, total;
   size_t max_tiles, lamport_vectors;  // lamport_vectors: per buffer and source
+  size_t packet_vectors;              // small-segment vectors per buffer and source
   size_t max_exchange_slices;         // most slices one exchange segment can have
 
   static WorkspaceLayout make(int world_size, size_t max_bytes) {
@@ -142,6 +157,8 @@ struct WorkspaceLayout {
     w.xc_flags = take(w.max_exchange_slices * world_size * 8);
     w.xc_sizes = take(size_t(kExchangeMaxBlocks) * world_size * sizeof(SizeRow));
     w.xc_data = take(max_bytes + size_t(world_size) * kMaxWireSliceBytes);
+    w.packet_vectors = align_up(std::min(max_bytes, kPacketMaxSegmentBytes), 16) / 16;
+    w.xp_data = take(w.packet_bytes(world_size));
     w.total = off;
     return w;
   }

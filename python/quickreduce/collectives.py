@@ -68,9 +68,12 @@ def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _run(comm, kind: str, x: torch.Tensor, out: torch.Tensor, codec: str, send: Sequence[int],
-         recv: Sequence[int]) -> None:
+         recv: Sequence[int], even_splits: bool = False) -> None:
+    """even_splits (all-to-all): no split sizes were given, so every rank knows every count and
+    none cross the link (ranks must agree on whether they give split sizes)."""
     comm._c.exchange(_KINDS[kind], x.data_ptr(), out.data_ptr(), DTYPE_IDS[x.dtype], codecs.codec_id(codec),
-                     list(send), list(recv), torch.cuda.current_stream(comm.device).cuda_stream, pdl=comm.pdl)
+                     list(send), list(recv), torch.cuda.current_stream(comm.device).cuda_stream, pdl=comm.pdl,
+                     even_splits=even_splits, packet_max_bytes=comm.packet_segment_max_bytes)
 
 
 def reduce_scatter(comm, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec: Optional[str] = None) -> torch.Tensor:
@@ -127,7 +130,8 @@ def all_to_all(comm, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec:
     if out.dim() and out.shape[0] != sum(recv) and out.numel() != sum(recv) * row:
         raise ValueError(f"out has {out.shape[0]} rows; output_split_sizes {recv} add up to {sum(recv)}")
     send_values, recv_values = [s * row for s in send], [r * row for r in recv]
-    _run(comm, "all_to_all", x, out, resolve_codec(comm, "all_to_all", codec, x), send_values, recv_values)
+    even = input_split_sizes is None and output_split_sizes is None
+    _run(comm, "all_to_all", x, out, resolve_codec(comm, "all_to_all", codec, x), send_values, recv_values, even)
     return out
 
 

@@ -40,7 +40,8 @@ class Communicator:
         max_size: largest message in bytes (default ``QUICKREDUCE_MAX_SIZE_MB``, 128 MiB). Each GPU
             allocates about ``2 * max_size`` of workspace, plus
             ``3 * world_size * min(max_size, quickreduce._C.one_shot_max_bytes(world_size))``
-            (8 MiB on 2 GPUs, else 4 MiB) for the one-shot buffers (``quickreduce._C.workspace_bytes(world_size, max_size)`` gives it exactly).
+            (8 MiB on 2 GPUs, else 4 MiB) for the one-shot buffers and ``3 * world_size * min(max_size, 512 KiB)``
+            for the collectives' small segments (``quickreduce._C.workspace_bytes(world_size, max_size)`` gives it exactly).
         rank, world_size: instead of a group, build a communicator whose handles are exchanged by the
             caller (``ipc_handle()`` / ``set_handles()``), for Ray and other launchers.
         codecs: per-collective default codecs, e.g. ``{"all_to_all": "fp8"}`` (keys: ``all_reduce``,
@@ -81,6 +82,7 @@ class Communicator:
                 raise ValueError(f"codecs has key {name!r}; keys are {config.COLLECTIVES}")
             self.codecs[name] = codec
         self.pdl = config.pdl()  # programmatic dependent launch for our kernels
+        self.packet_segment_max_bytes = config.packet_segment_max_bytes()  # the collectives' small path
         self.two_shot_groups = 0  # pipeline depth knob for tuning (0 = built-in default)
         self._table = None
         self._c = _C.Communicator(rank, world_size, self.device, self.max_size,

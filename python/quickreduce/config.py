@@ -9,6 +9,7 @@
 | QUICKREDUCE_TUNE_FILE      | (unset) | tuning table to use instead of the cached/built-in one     |
 | QUICKREDUCE_PDL            | 1       | 1: launch with programmatic dependent launch (overlaps the previous kernel's tail) |
 | QUICKREDUCE_ALLOW_SHARED_GPU | 0     | 1: ranks may share a GPU, for testing on one GPU (their kernels take turns: slow) |
+| QUICKREDUCE_PACKET_SEGMENT_MAX_KB | 512 | largest segment (KiB) reduce-scatter, all-gather and all-to-all send as flag-in-data packets (exact codecs; 0: never) |
 """
 from __future__ import annotations
 
@@ -77,6 +78,24 @@ def _env_bool(name: str, default: bool) -> bool:
     if raw not in ("0", "1", "true", "false", "yes", "no"):
         raise ValueError(f"{name}={raw!r}: expected 0 or 1")
     return raw in ("1", "true", "yes")
+
+
+DEFAULT_PACKET_SEGMENT_MAX_KB = 512  # the kernel's most (kPacketMaxSegmentBytes)
+
+
+def packet_segment_max_bytes() -> int:
+    """Largest segment the collectives send on the flag-in-data path (0: never; above 512 KiB the
+    kernel's own limit applies). Every rank must use the same value."""
+    raw = os.environ.get("QUICKREDUCE_PACKET_SEGMENT_MAX_KB", "")
+    if raw == "":
+        return DEFAULT_PACKET_SEGMENT_MAX_KB << 10
+    try:
+        kb = int(raw)
+    except ValueError:
+        raise ValueError(f"QUICKREDUCE_PACKET_SEGMENT_MAX_KB={raw!r} is not a whole number") from None
+    if kb < 0:
+        raise ValueError(f"QUICKREDUCE_PACKET_SEGMENT_MAX_KB={raw!r} must be >= 0")
+    return kb << 10
 
 
 def pdl() -> bool:

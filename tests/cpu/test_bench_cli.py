@@ -228,7 +228,8 @@ def test_one_shot_limit_and_workspace_follow_world_size():
     assert _C.one_shot_max_bytes(2) == 8 * MiB and _C.one_shot_max_bytes(8) == 4 * MiB
 
     def data_regions(world_size, max_size):  # the README's formula, flags and control aside
-        return 3 * max_size + 3 * world_size * min(max_size, _C.one_shot_max_bytes(world_size))
+        return 3 * max_size + 3 * world_size * (min(max_size, _C.one_shot_max_bytes(world_size))
+                                                + min(max_size, 512 << 10))
 
     # Flags grow with max_size / 1024 slices x world size (the exchange's and the two-shot's).
     for world_size, max_size in ((2, MiB), (2, 16 * MiB), (4, 16 * MiB), (8, 128 * MiB)):
@@ -647,7 +648,7 @@ def test_parse_collectives_and_plans():
             bench.parse_collectives(bad)
     plan = bench.select_plan("nccl,qr_*", None, ["all_reduce", "all_gather"])
     assert plan["all_gather"] == ["nccl", "qr_passthrough", "qr_lossless", "qr_int8", "qr_fp8",
-                                  "qr_int6", "qr_int4", "qr_fp4"]
+                                  "qr_int6", "qr_int4", "qr_fp4", "qr_int6h", "qr_int4h"]
     assert "qr_one_shot" in plan["all_reduce"] and "symm_mem" not in plan["all_gather"]
     plan = bench.select_plan("symm_mem_two_shot,symm_mem", None, ["all_reduce", "reduce_scatter"])
     assert plan == {"all_reduce": ["symm_mem_two_shot"], "reduce_scatter": ["symm_mem"]}

@@ -11,6 +11,7 @@ class FakeComm:
 
     def __init__(self, world_size=4, codecs=None):
         self.world_size, self.device, self.pdl = world_size, 0, True
+        self.packet_segment_max_bytes = config.packet_segment_max_bytes()
         self.codecs = {c: (codecs or {}).get(c, "fp16") for c in config.COLLECTIVES}
         self.calls = []
         self._c = self
@@ -22,8 +23,9 @@ class FakeComm:
         if t.dtype not in dtypes:
             raise TypeError(f"{what} has dtype {t.dtype}")
 
-    def exchange(self, kind, in_ptr, out_ptr, dtype, codec, send, recv, stream, pdl):
+    def exchange(self, kind, in_ptr, out_ptr, dtype, codec, send, recv, stream, pdl, even_splits, packet_max_bytes):
         self.calls.append((kind, codec, send, recv))
+        self.even_splits, self.packet_max_bytes = even_splits, packet_max_bytes
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +44,9 @@ def test_shapes_and_counts():
     assert comm.calls[-1][2:] == ([24] * 4, [24] * 4)
     y = collectives.all_to_all(comm, x, input_split_sizes=[1, 0, 5, 2], output_split_sizes=[3, 3, 0, 1])
     assert y.shape == (7, 3) and comm.calls[-1][2:] == ([3, 0, 15, 6], [9, 9, 0, 3])
+    assert not comm.even_splits  # split sizes given: they cross the link and are checked
     assert collectives.all_to_all(comm, x).shape == (8, 3)  # even splits
+    assert comm.even_splits and comm.packet_max_bytes == comm.packet_segment_max_bytes
     assert collectives.reduce_scatter(comm, torch.zeros(12, dtype=torch.float32)).shape == (3,)
 
 

@@ -409,7 +409,8 @@ class StoreSimC:
             acc += x.float()
         _view(out, numel, dt).copy_(acc.to(dt))
 
-    def exchange(self, kind, inp, out, dtype, codec, send_counts, recv_counts, stream, pdl=False, threads=0):
+    def exchange(self, kind, inp, out, dtype, codec, send_counts, recv_counts, stream, pdl=False, threads=0,
+                 even_splits=False, packet_max_bytes=None):
         self.check()
         dt, r, elt = _DTYPES[dtype], self.rank, torch.empty((), dtype=_DTYPES[dtype]).element_size()
         send, recv = list(send_counts), list(recv_counts)

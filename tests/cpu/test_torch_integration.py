@@ -80,7 +80,8 @@ class SimC:
             acc += x.float()
         _view(out, numel, dt).copy_(acc.to(dt))
 
-    def exchange(self, kind, inp, out, dtype, codec, send_counts, recv_counts, stream, pdl=False, threads=0):
+    def exchange(self, kind, inp, out, dtype, codec, send_counts, recv_counts, stream, pdl=False, threads=0,
+                 even_splits=False, packet_max_bytes=None):
         self.fabric.calls.append((kind, self.rank, list(send_counts)))
         dt, r = _TORCH_DTYPES[dtype], self.rank
         send, recv = list(send_counts), list(recv_counts)

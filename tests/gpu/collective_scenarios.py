@@ -194,6 +194,113 @@ def collective_graph_replays(rank, world_size):
     return res
 
 
+def small_segments(rank, world_size):
+    """The flag-in-data path of small exact segments (exchange/packets.cuh): around its 512 KiB limit,
+    -0.0 kept, the all-ones NaN sent as a NaN with its lowest bit cleared on every rank, equal to the
+    slice path (QUICKREDUCE_PACKET_SEGMENT_MAX_KB=0), 1000 graph replays mixing the three collectives
+    with the one-shot all-reduce, and a peer that skips a call: PeerTimeoutError within seconds."""
+    res = {}
+    W = world_size
+    comm = qr.Communicator(max_size=4 << 20, timeout_s=2.0)
+    slices = qr.Communicator(max_size=4 << 20)
+    slices.packet_segment_max_bytes = 0  # what QUICKREDUCE_PACKET_SEGMENT_MAX_KB=0 sets
+    for dname, dtype in DTYPES.items():
+        size = torch.empty((), dtype=dtype).element_size()
+        limit = (512 << 10) // size
+        for k in (1, 3, 8, 1023, limit - 1, limit, limit + 1):
+            xs = rank_inputs(70_000 + k + size, W * k, dtype, W)
+            for y in xs:
+                y[::7] = -0.0
+            x = xs[rank]
+            tag = f"{dname}/k={k}"
+            got = (comm.reduce_scatter(x), comm.all_gather(x[:k]), comm.all_to_all(x))
+            ref = (slices.reduce_scatter(x), slices.all_gather(x[:k]), slices.all_to_all(x))
+            torch.cuda.synchronize()
+            comm.check()
+            slices.check()
+            acc = xs[0][rank * k:(rank + 1) * k].float()  # from rank 0's values: -0.0 + -0.0 stays -0.0
+            for y in xs[1:]:
+                acc += y[rank * k:(rank + 1) * k].float()
+            want = (acc.to(dtype), torch.cat([y[:k] for y in xs]), torch.cat([y[rank * k:(rank + 1) * k] for y in xs]))
+            for name, g, r, w_ in zip(("reduce_scatter", "all_gather", "all_to_all"), got, ref, want):
+                bits = BITS[dtype][0]
+                res[f"{name} {tag} bitwise"] = None if torch.equal(g.view(bits), w_.view(bits)) else same_values(g, w_)
+                res[f"{name} {tag} == slice path"] = None if torch.equal(g.view(bits), r.view(bits)) else "differs"
+            res[f"all_gather identical {tag}"] = None if same_on_all_ranks(got[1]) else "ranks differ"
+    # The sentinel's bit pattern (a NaN with every bit set) arrives as a NaN with its lowest bit clear.
+    for dname, dtype in DTYPES.items():
+        bits, _ = BITS[dtype]
+        ones = torch.full((W * 64,), -1, dtype=bits, device="cuda")
+        x = ones.view(dtype)
+        ag = comm.all_gather(x[:64]).view(bits)
+        a2a = comm.all_to_all(x).view(bits)
+        torch.cuda.synchronize()
+        res[f"all-ones NaN {dname}"] = None if bool((ag == -2).all() and (a2a == -2).all()) else \
+            f"got {ag[:4].tolist()} / {a2a[:4].tolist()}"
+        res[f"all-ones NaN identical {dname}"] = None if same_on_all_ranks(ag.view(dtype)) else "ranks differ"
+    # 1000 graph replays, the packet path of each collective beside the one-shot all-reduce.
+    k = 4096 + 24
+    bank = []
+    for b in range(4):
+        xs = rank_inputs(80_000 + b, W * k, torch.bfloat16, W)
+        acc = torch.zeros(k, dtype=torch.float32, device="cuda")
+        for y in xs:
+            acc += y[rank * k:(rank + 1) * k].float()
+        full = torch.zeros(W * k, dtype=torch.float32, device="cuda")
+        for y in xs:
+            full += y.float()
+        bank.append((xs[rank], acc.bfloat16(), torch.cat([y[:k] for y in xs]),
+                     torch.cat([y[rank * k:(rank + 1) * k] for y in xs]), full.bfloat16()))
+    x = torch.empty(W * k, dtype=torch.bfloat16, device="cuda")
+    want = [torch.empty_like(t) for t in bank[0][1:]]
+    outs = [torch.empty_like(t) for t in bank[0][1:]]
+    wrong = torch.zeros((), dtype=torch.int64, device="cuda")
+
+    def body():
+        comm.reduce_scatter(x, out=outs[0])
+        comm.all_gather(x[:k], out=outs[1])
+        comm.all_to_all(x, out=outs[2])
+        comm.all_reduce(x, out=outs[3], codec="bf16", algo="one_shot")
+        for o, w_ in zip(outs, want):
+            wrong.add_((o.view(torch.int16) != w_.view(torch.int16)).sum())
+
+    def load(b):
+        x.copy_(bank[b][0])
+        for w_, t in zip(want, bank[b][1:]):
+            w_.copy_(t)
+
+    load(0)
+    g = harness.capture_graph(body)
+    torch.cuda.synchronize()
+    wrong.zero_()
+    replays = int(os.environ.get("QR_COLLECTIVE_REPLAYS", "1000"))
+    for it in range(replays):
+        load(it % len(bank))
+        g.replay()
+    torch.cuda.synchronize()
+    comm.check()
+    res["graph replays correct"] = None if int(wrong) == 0 else f"{int(wrong)} wrong elements"
+    del g
+    slices.close()
+    # A peer that skips a small call: the waiting rank's error comes within seconds.
+    x = torch.randn(W * 1024, device="cuda", dtype=torch.bfloat16)
+    dist.barrier()
+    if rank == 0:
+        t0 = time.time()
+        comm.all_gather(x[:1024])
+        torch.cuda.synchronize()
+        try:
+            comm.check()
+            res["peer skips a call"] = "no error after the peer skipped the call"
+        except qr.PeerTimeoutError as e:
+            took = time.time() - t0
+            res["peer skips a call"] = None if took < 7.0 else f"took {took:.1f}s: {e}"
+            res["info/peer skips a call"] = f"{took:.1f}s: {e}"
+    dist.barrier()
+    comm.close()
+    return res
+
+
 def collective_bad_inputs(rank, world_size):
     """Bad arguments raise clear Python exceptions before anything is launched."""
     res = {}

@@ -1,0 +1,249 @@
+// The segment exchange's small-message path: reduce-scatter, all-gather and even all-to-all with
+// the passthrough codec, one NVLink crossing, no barrier and no flag: the data carries its own
+// arrival, as in the one-shot all-reduce (all_reduce/one_shot.cuh), applied to segments.
+//
+// The slice path (exchange.cuh) costs ~11 us at 8-128 KB on 2x H100 (a wait for the peers' ack of
+// the previous call, the bulk copies' completion, a flag round trip, the last CTA's ack), where the
+// one-shot all-reduce takes ~2.5 us (bench/results/h100-x2). Here every rank stores 16-byte
+// vectors of its segment for rank d straight into d's buffer and d polls its own memory for them.
+//
+// "Not arrived": every 16-bit half 0xFFFF (fp16/bf16) or every 32-bit word 0xFFFFFFFF (fp32), a NaN
+// with all bits set. A sender sends such a value with its lowest bit cleared (a NaN of the same
+// sign; docs/codec-spec.md, "Small segments"), so real data never carries the sentinel and every
+// other value, signed zeros included, arrives bit for bit. The sender's own block (all-gather,
+// all-to-all) is stored as it is sent, so every rank holds identical bits for every block.
+//
+// Buffers: xp_data[3][src][vector] on each rank, call epoch e uses buffer e % 3 and clears the one
+// its previous call used while its data is in flight; safe because a rank is at most one call
+// ahead of a peer: it cannot finish a call before every peer sent it that call's data (every rank
+// receives a segment from every peer in every call: segments are even and not empty), and a peer
+// that started a call has finished the one before. Vector p of a segment belongs to CTA
+// (p / kPacketThreads) % kPacketBlocks in every call, and a call launches the same CTAs on every
+// rank, so each CTA's epochs stay in step across ranks.
+// Mismatch: a control warp sends {epoch, call signature} beside the data and checks the peers'.
+#pragma once
+#include "collectives/args.hpp"
+#include "transport/lanes.cuh"
+#include "transport/primitives.cuh"
+
+namespace qr {
+
+template <DType T>
+constexpr int kPacketValues = T == DType::kFloat32 ? 4 : 8;  // values in a 16-byte vector
+template <DType T>
+constexpr size_t kPacketValueBytes = T == DType::kFloat32 ? 4 : 2;
+
+// Whether a word holds a "not arrived" value, and the word with such values made real NaNs.
+template <DType T>
+__device__ __forceinline__ bool word_has_sentinel(uint32_t w) {
+  if constexpr (T == DType::kFloat32) return w == 0xffffffffu;
+  return (w & 0xffffu) == 0xffffu || (w >> 16) == 0xffffu;
+}
+template <DType T>
+__device__ __forceinline__ uint32_t word_without_sentinel(uint32_t w) {
+  if constexpr (T == DType::kFloat32) return w == 0xffffffffu ? 0xfffffffeu : w;
+  if ((w & 0xffffu) == 0xffffu) w ^= 1u;
+  if ((w >> 16) == 0xffffu) w ^= 1u << 16;
+  return w;
+}
+template <DType T>
+__device__ __forceinline__ bool packet_arrived(const uint4& v) {
+  return !(word_has_sentinel<T>(v.x) || word_has_sentinel<T>(v.y) || word_has_sentinel<T>(v.z) ||
+           word_has_sentinel<T>(v.w));
+}
+template <DType T>
+__device__ __forceinline__ uint4 packet_without_sentinel(const uint4& v) {
+  return make_uint4(word_without_sentinel<T>(v.x), word_without_sentinel<T>(v.y), word_without_sentinel<T>(v.z),
+                    word_without_sentinel<T>(v.w));
+}
+
+// Vector p of the segment of n values at element `at` of `base` (zeros past its end). `aligned`:
+// every segment starts 16-byte aligned, so a full vector is one load.
+template <DType T>
+__device__ __forceinline__ uint4 load_packet(const void* base, size_t at, size_t p, uint32_t n, bool aligned) {
+  constexpr int E = kPacketValues<T>;
+  const size_t first = p * E;
+  const auto* bytes = static_cast<const uint8_t*>(base) + (at + first) * kPacketValueBytes<T>;
+  if (aligned && first + E <= n) return *reinterpret_cast<const uint4*>(bytes);
+  uint32_t w[4];
+  if constexpr (T == DType::kFloat32) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = first + i < n ? reinterpret_cast<const uint32_t*>(bytes)[i] : 0u;
+  } else {
+    const auto* h = reinterpret_cast<const uint16_t*>(bytes);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      w[i] = (first + 2 * i < n ? uint32_t(h[2 * i]) : 0u) | (first + 2 * i + 1 < n ? uint32_t(h[2 * i + 1]) << 16 : 0u);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Stores the values of vector p that lie inside the segment of n values at element `at`.
+template <DType T>
+__device__ __forceinline__ void store_packet(void* base, size_t at, size_t p, uint32_t n, bool aligned, const uint4& v) {
+  constexpr int E = kPacketValues<T>;
+  const size_t first = p * E;
+  auto* bytes = static_cast<uint8_t*>(base) + (at + first) * kPacketValueBytes<T>;
+  if (aligned && first + E <= n) {
+    *reinterpret_cast<uint4*>(bytes) = v;
+    return;
+  }
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (T == DType::kFloat32) {
+      if (first + i < n) reinterpret_cast<uint32_t*>(bytes)[i] = w[i];
+    } else {
+      auto* h = reinterpret_cast<uint16_t*>(bytes);
+      if (first + 2 * i < n) h[2 * i] = uint16_t(w[i] & 0xffffu);
+      if (first + 2 * i + 1 < n) h[2 * i + 1] = uint16_t(w[i] >> 16);
+    }
+  }
+}
+
+// acc (+)= the vector's values in fp32: `first` starts the sum (acc = v, so the sign of a zero is
+// the plain sum's), as the slice path's reduce-scatter adds in rank order.
+template <DType T>
+__device__ __forceinline__ void accumulate_packet(float acc[8], const uint4& v, bool first) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  float x[8];
+  if constexpr (T == DType::kFloat32) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = __uint_as_float(w[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      x[2 * i] = to_float<T>(uint16_t(w[i] & 0xffffu));
+      x[2 * i + 1] = to_float<T>(uint16_t(w[i] >> 16));
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kPacketValues<T>; ++i) acc[i] = first ? x[i] : acc[i] + x[i];
+}
+template <DType T>
+__device__ __forceinline__ uint4 packet_of(const float acc[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (T == DType::kFloat32) {
+      w[i] = __float_as_uint(acc[i]);
+    } else {
+      w[i] = uint32_t(from_float<T>(acc[2 * i])) | uint32_t(from_float<T>(acc[2 * i + 1])) << 16;
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <DType T>
+__global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchange_packets_kernel(ExchangeArgs a) {
+  grid_dependency_wait();  // with PDL: the previous kernel's writes are visible from here on
+  grid_dependents_launch();
+  constexpr int E = kPacketValues<T>;
+  const int W = a.world_size, me = a.rank;
+  const auto kind = ExchangeKind(a.kind);
+  const uint32_t n = a.even_count;
+  const size_t vectors = (size_t(n) + E - 1) / E;
+  const size_t stride = size_t(kPacketBlocks) * kPacketThreads;
+  const size_t first = size_t(blockIdx.x) * kPacketThreads + threadIdx.x;
+  const bool control = threadIdx.x >= kPacketThreads;
+  const bool aligned = a.aligned;
+  auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[me] + a.layout.control);
+  const uint32_t prev = ctrl->packet_epoch[blockIdx.x];
+  const size_t prev_vectors = ctrl->packet_prev_vectors[blockIdx.x];
+  const uint32_t epoch = prev >= kEpochPeriod ? 1u : prev + 1u;
+  const size_t V = a.layout.packet_vectors;
+  const size_t buffer = size_t(epoch % kLamportBuffers) * W * V;
+  const size_t previous = size_t((epoch + kLamportBuffers - 1) % kLamportBuffers) * W * V;
+  auto* local = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.xp_data);
+  WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
+
+  if (threadIdx.x == kPacketThreads) {  // this call's signature to the same CTA on every peer
+    for (int j = 1; j < W; ++j) {
+      const int d = rank_after(me, j, W);
+      auto* peer_ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[d] + a.layout.control);
+      st_volatile_u64(&peer_ctrl->packet_signature[blockIdx.x][epoch & 1u][me], flag_word(epoch, a.signature));
+    }
+  }
+  auto send = [&](int d, size_t p, const uint4& v) {
+    auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.xp_data);
+    st_volatile_v4(dst + buffer + size_t(me) * V + p, v);
+  };
+  // Waits for vector p of src's segment; false on a timeout or an abort.
+  auto arrive = [&](int src, size_t p, uint4& v) {
+    const uint4* slot = local + buffer + size_t(src) * V + p;
+    return spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return packet_arrived<T>(x); }, v,
+                      src, epoch, kPhaseExchangePackets);
+  };
+
+  bool ok = true;
+  if (control) {
+    // Checks that every peer made the same call while the data threads work (a mismatch aborts
+    // them within 64 polls; this call's output is then unspecified and the error is reported).
+    for (int src = 0; threadIdx.x == kPacketThreads && src < W; ++src) {
+      if (src == me) continue;
+      uint64_t seen;
+      const uint64_t* slot = &ctrl->packet_signature[blockIdx.x][epoch & 1u][src];
+      if (!spin_until(w, [&] { return ld_volatile_u64(slot); }, [&](uint64_t f) { return uint32_t(f) == epoch; }, seen,
+                      src, epoch, kPhaseExchangePackets))
+        break;
+      if (uint32_t(seen >> 32) != a.signature) {
+        report_error(w, ErrorCode::kMismatch, src, a.signature, uint32_t(seen >> 32), kPhaseExchangePackets);
+        break;
+      }
+    }
+  } else {
+    // Push: my segment for every peer (all-gather: the same one), and my own block in place.
+    for (size_t p = first; p < vectors; p += stride) {
+      if (kind == ExchangeKind::kAllGather) {
+        const uint4 v = packet_without_sentinel<T>(load_packet<T>(a.in, 0, p, n, aligned));
+        for (int j = 1; j < W; ++j) send(rank_after(me, j, W), p, v);
+        store_packet<T>(a.out, a.recv_offset[me], p, n, aligned, v);
+        continue;
+      }
+      for (int j = 1; j < W; ++j) {
+        const int d = rank_after(me, j, W);
+        send(d, p, packet_without_sentinel<T>(load_packet<T>(a.in, a.send_offset[d], p, n, aligned)));
+      }
+      if (kind == ExchangeKind::kAllToAll)
+        store_packet<T>(a.out, a.recv_offset[me], p, n, aligned,
+                        packet_without_sentinel<T>(load_packet<T>(a.in, a.send_offset[me], p, n, aligned)));
+    }
+    // Empty the buffer of this CTA's previous call while the data flies.
+    const uint4 empty = make_uint4(~0u, ~0u, ~0u, ~0u);
+    for (size_t p = first; p < prev_vectors; p += stride)
+      for (int src = 0; src < W; ++src)
+        if (src != me) local[previous + size_t(src) * V + p] = empty;
+    // Receive: the peers' segments into place, or (reduce-scatter) the sum in rank order, my own
+    // values exact.
+    for (size_t p = first; ok && p < vectors; p += stride) {
+      if (kind == ExchangeKind::kReduceScatter) {
+        float acc[8];
+        for (int src = 0; ok && src < W; ++src) {
+          uint4 v;
+          if (src == me) {
+            v = load_packet<T>(a.in, a.send_offset[me], p, n, aligned);
+          } else {
+            ok = arrive(src, p, v);
+          }
+          accumulate_packet<T>(acc, v, src == 0);
+        }
+        if (ok) store_packet<T>(a.out, 0, p, n, aligned, packet_of<T>(acc));
+        continue;
+      }
+      for (int j = 1; ok && j < W; ++j) {
+        const int src = rank_after(me, j, W);
+        uint4 v;
+        ok = arrive(src, p, v);
+        if (ok) store_packet<T>(a.out, a.recv_offset[src], p, n, aligned, v);
+      }
+    }
+  }
+
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ctrl->packet_epoch[blockIdx.x] = epoch;
+    ctrl->packet_prev_vectors[blockIdx.x] = uint32_t(vectors);
+  }
+}
+
+}  // namespace qr
