@@ -218,7 +218,8 @@ def small_segments(rank, world_size):
             torch.cuda.synchronize()
             comm.check()
             slices.check()
-            acc = xs[0][rank * k:(rank + 1) * k].float()  # from rank 0's values: -0.0 + -0.0 stays -0.0
+            acc = xs[0][rank * k:(rank + 1) * k].float().clone()  # rank 0's values first: -0.0 + -0.0 stays -0.0
+            # (clone: .float() of an fp32 tensor is that tensor, and the adds would change the inputs)
             for y in xs[1:]:
                 acc += y[rank * k:(rank + 1) * k].float()
             want = (acc.to(dtype), torch.cat([y[:k] for y in xs]), torch.cat([y[rank * k:(rank + 1) * k] for y in xs]))
