@@ -14,6 +14,16 @@ breakpoints. Each breakpoint covers sizes up to `max_bytes` (inclusive; null = n
                          {"max_bytes": null, "lossless": "two_shot",
                           "lossy": {"int4": ["two_shot", "int4"], ...}}]}}
 
+Segment collectives (reduce_scatter, all_gather, all_to_all) may have their own section, per
+collective and dtype: breakpoints over the bytes of the call's input tensor (what
+`choose_collective` is given; all-gather's is 1/world_size of its output), each naming for each
+codec bound the fastest codec at most that lossy. Their exact method is always the passthrough (it
+has no NCCL fallback and `lossless` runs as the passthrough there), so an entry holds no exact
+choice and a bound missing from it means the passthrough won:
+
+     "collectives": {"reduce_scatter": {"bf16": [{"max_bytes": 3145727, "lossy": {}},
+                                                 {"max_bytes": null, "lossy": {"int4": "int4h", ...}}]}}
+
 `load_table` looks in: $QUICKREDUCE_TUNE_FILE, the user cache written by `quickreduce tune`
 (~/.cache/quickreduce/tune-<gpu>-w<ws>-<driver>.json), the defaults shipped in
 quickreduce/tuned/<gpu>-w<ws>.json, and last a conservative table built here.
@@ -29,13 +39,14 @@ import re
 import statistics
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 FORMAT_VERSION = 2  # 2: an entry's "lossless" may be ["two_shot", "lossless"]; 1 is still read
 READABLE_FORMATS = (1, 2)
 ALGOS = ("one_shot", "two_shot", "nccl")
-PASSTHROUGH = ("fp16", "bf16")
+PASSTHROUGH = ("fp16", "bf16", "fp32")  # each names the exact passthrough in the tensor's own dtype
 LOSSLESS_CODEC = "lossless"  # packs bf16 without changing a bit: an exact method, not a lossy one
 EXACT_CODECS = PASSTHROUGH + (LOSSLESS_CODEC,)
 # Most to least accurate when nothing was measured. fp8 before int6: on LLM-like activations with
@@ -49,6 +60,9 @@ EXACT_CODECS = PASSTHROUGH + (LOSSLESS_CODEC,)
 DEFAULT_CODEC_ERROR_ORDER = ("fp16", "int8", "fp8", "int6h", "int6", "int4h", "int4", "fp4")
 # Two codecs whose measured errors differ by less than this count as equally accurate.
 ERROR_TOLERANCE = 0.10
+# The Hadamard-rotated codecs. tune measures on Gaussian data, where a rotated codec's error equals
+# its plain twin's: what the rotation buys (outlier channels) does not show there, see `admits`.
+ROTATED_CODECS = ("int6h", "int4h")
 TUNED_DIR = Path(__file__).resolve().parent / "tuned"
 
 _DTYPE_ALIASES = {
@@ -176,40 +190,30 @@ def table_from_dict(data: dict[str, Any], source: str = "<dict>") -> TuneTable:
     for collective, per_dtype in (data.get("collectives") or {}).items():
         if collective not in SEGMENT_COLLECTIVES:
             raise ValueError(f"unknown collective {collective!r}; known: {SEGMENT_COLLECTIVES}")
-        collectives[collective] = {dtype_name(d): _validated_collective_entries(e) for d, e in per_dtype.items()}
+        collectives[collective] = {dtype_name(d): _validated_collective_entries(e, order)
+                                   for d, e in per_dtype.items()}
+    for collective, errors in (data.get("collective_codec_errors") or {}).items():
+        if collective not in collectives or not all(isinstance(e, (int, float)) for e in errors.values()):
+            raise ValueError(f"bad collective_codec_errors for {collective!r}: {errors!r}")
     return TuneTable(gpu=str(data["gpu"]), world_size=int(data["world_size"]), dtypes=dtypes,
                      source=source, measured=bool(data.get("measured", False)),
                      note=str(data.get("note", "")), codec_error_order=order, raw=data,
                      collectives=collectives)
 
 
-def _validated_collective_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if not entries or entries[-1].get("max_bytes") is not None:
-        raise ValueError("a collective's breakpoints must end with max_bytes null")
-    previous = -1
-    for entry in entries:
-        limit = entry["max_bytes"]
-        if limit is not None and int(limit) <= previous:
-            raise ValueError("breakpoints must be sorted by max_bytes")
-        previous = -1 if limit is None else int(limit)
+def _validated_collective_entries(entries: list[dict[str, Any]], order: list[str]) -> list[dict[str, Any]]:
+    """A segment collective's breakpoints: each bound names a lossy codec (never NCCL or an exact
+    codec: the collectives run quickreduce's codecs only, and exact is the passthrough anyway)."""
+    known = set(order) | set(DEFAULT_CODEC_ERROR_ORDER)
+    for entry in _validated_breakpoints(entries):
         for bound, codec in entry.get("lossy", {}).items():
-            if not isinstance(codec, str):
+            if bound not in known or codec not in known or codec in EXACT_CODECS:
                 raise ValueError(f"bad lossy choice for {bound}: {codec!r}")
     return entries
 
 
 def _validated_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if not entries:
-        raise ValueError("empty breakpoint list")
-    previous = -1
-    for i, entry in enumerate(entries):
-        limit = entry["max_bytes"]
-        last = i == len(entries) - 1
-        if limit is None and not last:
-            raise ValueError("only the last breakpoint may have max_bytes null")
-        if limit is not None and int(limit) <= previous:
-            raise ValueError("breakpoints must be sorted by max_bytes")
-        previous = -1 if limit is None else int(limit)
+    for entry in _validated_breakpoints(entries):
         exact = entry["lossless"]
         if not (exact in ALGOS or (isinstance(exact, list) and len(exact) == 2 and exact[0] in ALGOS
                                    and exact[1] == LOSSLESS_CODEC)):
@@ -218,6 +222,21 @@ def _validated_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             algo, codec = choice
             if algo not in ALGOS or not isinstance(codec, str):
                 raise ValueError(f"bad lossy choice for {bound}: {choice!r}")
+    return entries
+
+
+def _validated_breakpoints(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sorted by max_bytes, the last (and only the last) with max_bytes null: every size finds one."""
+    if not entries:
+        raise ValueError("empty breakpoint list")
+    previous = -1
+    for i, entry in enumerate(entries):
+        limit = entry["max_bytes"]
+        if limit is None and i != len(entries) - 1:
+            raise ValueError("only the last breakpoint may have max_bytes null")
+        if limit is not None and int(limit) <= previous:
+            raise ValueError("breakpoints must be sorted by max_bytes")
+        previous = -1 if limit is None else int(limit)
     if entries[-1]["max_bytes"] is not None:
         raise ValueError("the last breakpoint must have max_bytes null (no upper limit)")
     return entries
@@ -259,11 +278,14 @@ def choose(table: TuneTable, nbytes: int, dtype: Any, bound: str | None = None) 
 
 
 def choose_collective(table: TuneTable, collective: str, nbytes: int, dtype: Any, bound: str | None = None) -> str:
-    """The codec of a segment collective (reduce_scatter, all_gather, all_to_all) of `nbytes` bytes.
+    """The codec of a segment collective (reduce_scatter, all_gather, all_to_all) whose input tensor
+    has `nbytes` bytes.
 
     Exact (`bound` None): the passthrough, named by the dtype. With a bound: the table's fastest
-    codec at most that lossy for this collective, dtype and size (exact where none beat it); a
-    table with no entries for the collective (none measured yet) gives the bound codec itself.
+    codec at most that lossy for this collective, dtype and size (the passthrough where none beat
+    it). Where the table measured nothing for it (no entries for the collective and dtype, or a
+    bound codec missing from the collective's measured `collective_codec_errors`) the bound codec
+    itself. Never NCCL: the collectives have no NCCL fallback.
     """
     if collective not in SEGMENT_COLLECTIVES:
         raise ValueError(f"unknown collective {collective!r}; known: {SEGMENT_COLLECTIVES}")
@@ -271,9 +293,9 @@ def choose_collective(table: TuneTable, collective: str, nbytes: int, dtype: Any
     bound = _normalized_bound(bound, table)
     if bound is None:
         return dt
-    per_dtype = table.collectives.get(collective, {})
-    entries = per_dtype.get(dt)
-    if not entries:
+    entries = table.collectives.get(collective, {}).get(dt)
+    measured_codecs = table.raw.get("collective_codec_errors", {}).get(collective)
+    if not entries or (measured_codecs is not None and bound not in measured_codecs):
         return bound
     entry = next(e for e in entries if e["max_bytes"] is None or nbytes <= e["max_bytes"])
     codec = entry.get("lossy", {}).get(bound, dt)
@@ -321,59 +343,140 @@ def error_order(errors: dict[str, float]) -> list[str]:
     return ["fp16"] + measured + rest
 
 
+def admits(bound: str, codec: str, errors: dict[str, float]) -> bool:
+    """Whether `auto:<bound>` ("no worse than `bound`") may run `codec`, by the measured `errors`:
+    the codec's error is at most the bound's plus ERROR_TOLERANCE, so a bound admits itself, every
+    more accurate codec and one as accurate within the tolerance (int4 and fp4 admit each other).
+    One exception: a rotated bound (int6h, int4h) admits a codec without the rotation only when it
+    is more accurate beyond the tolerance. The Gaussian data tune measures on cannot tell a rotated
+    codec from its twin, while on outlier channels the rotated one is the more accurate (README
+    accuracy table): `auto:int4h` may run int6 or int8, never int4 or fp4."""
+    if errors[codec] > errors[bound] * (1 + ERROR_TOLERANCE):
+        return False
+    if bound in ROTATED_CODECS and codec not in ROTATED_CODECS:
+        return errors[codec] * (1 + ERROR_TOLERANCE) < errors[bound]
+    return True
+
+
 def table_from_measurements(measurements: list[dict[str, Any]], gpu_name: str, world_size: int,
                             *, driver: str | None = None, note: str = "") -> dict[str, Any]:
     """Build the JSON table from timed candidates.
 
     Each measurement: {"dtype", "size", "algo" (one_shot|two_shot|nccl), "codec" (passthrough
-    name, "lossless" or a lossy codec), "time_us", "rel_err"}. A size's breakpoint reaches up to the
-    geometric mean of it and the next measured size; equal neighbours are merged.
+    name, "lossless" or a lossy codec), "time_us", "rel_err"}, and "collective" (default
+    all_reduce; a segment collective's go to `collective_entries`). The all-reduce's rule, per
+    dtype and measured size: the exact method is the fastest exact row; each bound (each lossy
+    codec measured) gets the fastest of the exact rows and the lossy rows it `admits`, and is left
+    out where an exact row is fastest. A size's breakpoint reaches up to the geometric mean of it
+    and the next measured size; equal neighbours are merged.
     """
-    errors = codec_errors(measurements)
-    allowed_error = {c: e * (1 + ERROR_TOLERANCE) for c, e in errors.items()}
-    by_dtype: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    for m in measurements:
-        if m.get("time_us") is None or not math.isfinite(m["time_us"]):
-            continue
-        by_dtype.setdefault(dtype_name(m["dtype"]), {}).setdefault(int(m["size"]), []).append(m)
-
-    dtypes = {}
-    for dt, by_size in by_dtype.items():
-        sizes = sorted(by_size)
-        entries = []
-        for i, size in enumerate(sizes):
-            rows = by_size[size]
-            exact = [r for r in rows if r["codec"] in EXACT_CODECS]
-            if not exact:
-                continue  # a size without a lossless measurement cannot anchor a breakpoint
-            best_exact = min(exact, key=lambda r: r["time_us"])
-            lossy = {}
-            for bound in errors:
-                ok = exact + [r for r in rows if r["codec"] in errors
-                              and errors[r["codec"]] <= allowed_error[bound]]
-                best = min(ok, key=lambda r: r["time_us"])
-                if best["codec"] not in EXACT_CODECS:
-                    lossy[bound] = [best["algo"], best["codec"]]
-            limit = math.isqrt(size * sizes[i + 1]) if i + 1 < len(sizes) else None
-            exact_method = best_exact["algo"] if best_exact["codec"] in PASSTHROUGH else [best_exact["algo"], LOSSLESS_CODEC]
-            entries.append({"max_bytes": limit, "lossless": exact_method,
-                            "lossy": dict(sorted(lossy.items()))})
-        dtypes[dt] = _merged(entries)
+    reduce_rows = [m for m in measurements if m.get("collective", "all_reduce") == "all_reduce"]
+    errors = codec_errors(reduce_rows)
+    dtypes = {dt: _breakpoints(by_size, partial(_all_reduce_choices, errors=errors))
+              for dt, by_size in _by_dtype_and_size(reduce_rows).items()}
     if not dtypes:
-        raise ValueError("no usable measurements (every candidate failed or was skipped)")
-    return {
+        raise ValueError("no usable all-reduce measurements (every candidate failed or was skipped)")
+    data = {
         "format": FORMAT_VERSION, "gpu": gpu_slug(gpu_name), "gpu_name": gpu_name,
         "world_size": world_size, "driver": driver or driver_version(), "measured": True,
         "note": note, "codec_errors": errors, "codec_error_order": error_order(errors),
         "dtypes": dtypes,
     }
+    collectives, collective_errors = collective_entries(
+        [m for m in measurements if m.get("collective", "all_reduce") != "all_reduce"])
+    if collectives:
+        data["collective_codec_errors"] = collective_errors
+        data["collectives"] = collectives
+    return data
+
+
+def collective_entries(measurements: list[dict[str, Any]]
+                       ) -> tuple[dict[str, dict[str, list[dict[str, Any]]]], dict[str, dict[str, float]]]:
+    """The table's per-collective section and the codec errors it was chosen by.
+
+    Each measurement: {"collective" (reduce_scatter|all_gather|all_to_all), "dtype", "size" (bytes
+    of the call's input tensor), "codec" (the passthrough's name or a lossy codec), "time_us",
+    "rel_err"}. The rule is the all-reduce's, per collective: its codec errors are the medians of
+    its own rows (over sizes and dtypes); per dtype and measured size, each bound (each lossy codec
+    measured on the collective) gets the fastest of the passthrough and the lossy codecs it
+    `admits`, and is left out where the passthrough is fastest (`choose_collective` then runs the
+    passthrough). The passthrough is the only exact candidate: a segment collective has no NCCL
+    fallback, and `lossless` runs as the passthrough there. Breakpoints as the all-reduce's.
+    """
+    entries: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    errors_by_collective: dict[str, dict[str, float]] = {}
+    unknown = {m["collective"] for m in measurements} - set(SEGMENT_COLLECTIVES)
+    if unknown:
+        raise ValueError(f"unknown collectives {sorted(unknown)}; known: {SEGMENT_COLLECTIVES}")
+    for collective in SEGMENT_COLLECTIVES:
+        rows = [m for m in measurements if m["collective"] == collective]
+        errors = codec_errors(rows)
+        per_dtype = {dt: _breakpoints(by_size, partial(_collective_choices, errors=errors))
+                     for dt, by_size in _by_dtype_and_size(rows).items()}
+        per_dtype = {dt: e for dt, e in per_dtype.items() if e}  # a dtype with no passthrough row
+        if per_dtype:
+            entries[collective] = per_dtype
+            errors_by_collective[collective] = errors
+    return entries, errors_by_collective
+
+
+def _by_dtype_and_size(measurements: list[dict[str, Any]]) -> dict[str, dict[int, list[dict[str, Any]]]]:
+    """dtype -> size -> the measurements with a finite time there."""
+    grouped: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for m in measurements:
+        if m.get("time_us") is None or not math.isfinite(m["time_us"]):
+            continue
+        grouped.setdefault(dtype_name(m["dtype"]), {}).setdefault(int(m["size"]), []).append(m)
+    return grouped
+
+
+def _fastest_per_bound(rows: list[dict[str, Any]], errors: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Bound -> the fastest of the exact rows and the lossy rows it admits, for the bounds where that
+    is a lossy row (on a tie the exact row wins)."""
+    exact = [r for r in rows if r["codec"] in EXACT_CODECS]
+    fastest = {}
+    for bound in errors:
+        allowed = exact + [r for r in rows if r["codec"] in errors and admits(bound, r["codec"], errors)]
+        best = min(allowed, key=lambda r: r["time_us"])
+        if best["codec"] not in EXACT_CODECS:
+            fastest[bound] = best
+    return dict(sorted(fastest.items()))
+
+
+def _all_reduce_choices(rows: list[dict[str, Any]], errors: dict[str, float]) -> dict[str, Any]:
+    best_exact = min((r for r in rows if r["codec"] in EXACT_CODECS), key=lambda r: r["time_us"])
+    exact_method = best_exact["algo"] if best_exact["codec"] in PASSTHROUGH else [best_exact["algo"], LOSSLESS_CODEC]
+    return {"lossless": exact_method,
+            "lossy": {bound: [r["algo"], r["codec"]] for bound, r in _fastest_per_bound(rows, errors).items()}}
+
+
+def _collective_choices(rows: list[dict[str, Any]], errors: dict[str, float]) -> dict[str, Any]:
+    return {"lossy": {bound: r["codec"] for bound, r in _fastest_per_bound(rows, errors).items()}}
+
+
+def _breakpoints(by_size: dict[int, list[dict[str, Any]]],
+                 choices: Callable[[list[dict[str, Any]]], dict[str, Any]]) -> list[dict[str, Any]]:
+    """One breakpoint per measured size with an exact row, `choices(rows)` its content, reaching up
+    to the geometric mean of it and the next measured size; equal neighbours merged."""
+    sizes = sorted(by_size)
+    entries = []
+    for i, size in enumerate(sizes):
+        rows = by_size[size]
+        if not any(r["codec"] in EXACT_CODECS for r in rows):
+            continue  # a size without an exact measurement cannot anchor a breakpoint
+        limit = math.isqrt(size * sizes[i + 1]) if i + 1 < len(sizes) else None
+        entries.append({"max_bytes": limit, **choices(rows)})
+    return _merged(entries)
 
 
 def _merged(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Drop a breakpoint when the next one makes the same choices (it then covers both)."""
+    def choices(entry: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in entry.items() if k != "max_bytes"}
+
     merged: list[dict[str, Any]] = []
     for entry in entries:
-        if merged and (merged[-1]["lossless"], merged[-1]["lossy"]) == (entry["lossless"], entry["lossy"]):
+        if merged and choices(merged[-1]) == choices(entry):
             merged[-1] = entry
         else:
             merged.append(entry)
@@ -394,19 +497,18 @@ def save_table(data: dict[str, Any], path: Path) -> Path:
 
 def table_to_json(data: dict[str, Any]) -> str:
     """JSON text with one breakpoint per line, so a table reads (and diffs) as a table."""
-    lines = ["{"]
-    items = list(data.items())
-    for i, (key, value) in enumerate(items):
-        comma = "," if i + 1 < len(items) else ""
-        if key == "dtypes":
-            lines.append(' "dtypes": {')
-            for j, (dt, entries) in enumerate(value.items()):
-                lines.append(f"  {json.dumps(dt)}: [")
-                lines += [f"   {json.dumps(e)}" + ("," if k + 1 < len(entries) else "")
-                          for k, e in enumerate(entries)]
-                lines.append("  ]" + ("," if j + 1 < len(value) else ""))
-            lines.append(" }" + comma)
-        else:
-            lines.append(f" {json.dumps(key)}: {json.dumps(value)}{comma}")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    return "{\n" + ",\n".join(_json_lines(json.dumps(k), v, 1, k in ("dtypes", "collectives"))
+                               for k, v in data.items()) + "\n}\n"
+
+
+def _json_lines(key: str, value: Any, depth: int, nested: bool) -> str:
+    """`key: value` indented by `depth`; a nested dict (dtypes, collectives) opens one level per
+    line down to its breakpoint lists, which take one breakpoint per line."""
+    pad = " " * depth
+    if isinstance(value, list) and nested:
+        return "\n".join([f"{pad}{key}: ["] + [f"{pad} {json.dumps(e)}" + ("," if i + 1 < len(value) else "")
+                                                for i, e in enumerate(value)] + [f"{pad}]"])
+    if isinstance(value, dict) and nested:
+        inner = ",\n".join(_json_lines(json.dumps(k), v, depth + 1, True) for k, v in value.items())
+        return f"{pad}{key}: {{\n{inner}\n{pad}}}"
+    return f"{pad}{key}: {json.dumps(value)}"

@@ -260,3 +260,238 @@ def test_collective_codecs_from_the_table_and_without_it():
         tuning.table_from_dict({**base, "collectives": {"broadcast": {}}})
     with pytest.raises(ValueError, match="max_bytes null"):
         tuning.table_from_dict({**base, "collectives": {"all_gather": {"bf16": [{"max_bytes": 5, "lossy": {}}]}}})
+
+
+# --------------------------------------------------------------------------- per-collective entries
+
+H100 = "NVIDIA H100 80GB HBM3"
+RESULTS = __import__("pathlib").Path(__file__).resolve().parents[2] / "bench" / "results" / "h100-x2"
+# Errors as the family CSVs measure them (reduce-scatter, bf16): int6 and fp8 within the 10%
+# tolerance of each other, int4/int4h/fp4 too, and a rotated codec equal to its twin.
+SEGMENT_ERRORS = {"int8": 0.004, "fp8": 0.017, "int6": 0.0156, "int4": 0.069, "int4h": 0.069, "fp4": 0.072}
+
+
+def _segment_rows(collective, dtype, size, passthrough_us, codec_us, nccl_us=1.0, lossless_us=None):
+    """Bench rows of one segment collective at one size: NCCL (fastest, never a candidate), the
+    passthrough, qr_lossless (never a candidate either) and each codec at its time."""
+    base = {"collective": collective, "dtype": dtype, "size": size, "device": H100, "world_size": 2,
+            "identical": None if collective != "all_gather" else True}
+    exact_err = 0.0018 if dtype == "bf16" and collective == "reduce_scatter" else 0.0
+    rows = [dict(base, method="nccl", time_us=nccl_us, rel_err=exact_err),
+            dict(base, method="qr_passthrough", time_us=passthrough_us, rel_err=exact_err),
+            dict(base, method="qr_lossless", time_us=lossless_us or passthrough_us, rel_err=exact_err)]
+    rows += [dict(base, method=f"qr_{codec}", time_us=us, rel_err=SEGMENT_ERRORS[codec])
+             for codec, us in codec_us.items()]
+    return rows
+
+
+def _synthetic_rows():
+    """Hand-made rows with known times. reduce_scatter bf16: at 64K every codec loses to the
+    passthrough; at 4M only int4 and fp4 beat it; at 64M int6 beats int8 and fp8 (so their
+    looser bounds take it), int4 is the fastest of all (int4h's bound may not take it), and
+    qr_lossless is fastest of the exact rows (it must not hide that the codecs beat the passthrough).
+    all_gather bf16 (sizes are its output: the call's input is half): codecs win only at 8M.
+    reduce_scatter fp32: int8 is fastest at 64M, so every bound takes it."""
+    slow = {c: 7.0 for c in SEGMENT_ERRORS}
+    rows = _segment_rows("reduce_scatter", "bf16", 64 << 10, 5.0, slow)
+    rows += _segment_rows("reduce_scatter", "bf16", 4 * MiB, 10.0, {
+        "int8": 12.0, "fp8": 11.0, "int6": 11.0, "int4": 9.0, "fp4": 9.5, "int4h": 10.5})
+    rows += _segment_rows("reduce_scatter", "bf16", 64 * MiB, 100.0, {
+        "int8": 60.0, "fp8": 55.0, "int6": 45.0, "int4": 30.0, "fp4": 35.0, "int4h": 52.0}, lossless_us=50.0)
+    rows += _segment_rows("all_gather", "bf16", 128 << 10, 5.0, slow)
+    rows += _segment_rows("all_gather", "bf16", 8 * MiB, 40.0, {
+        "int8": 30.0, "fp8": 30.0, "int6": 28.0, "int4": 20.0, "fp4": 21.0, "int4h": 25.0})
+    rows += _segment_rows("reduce_scatter", "fp32", 64 * MiB, 200.0, {
+        "int8": 100.0, "fp8": 150.0, "int6": 150.0, "int4": 150.0, "fp4": 150.0, "int4h": 150.0})
+    # The table needs the all-reduce's part too: a minimal one.
+    for size in (64 << 10, 64 * MiB):
+        base = {"collective": "all_reduce", "dtype": "bf16", "size": size, "device": H100,
+                "world_size": 2, "identical": True}
+        rows += [dict(base, method="qr_one_shot", time_us=size / 1e5, rel_err=0.0018),
+                 dict(base, method="qr_two_shot", time_us=size / 2e5, rel_err=0.0018),
+                 dict(base, method="qr_int4", time_us=size / 4e5, rel_err=0.119)]
+    return rows
+
+
+def _tune_from_rows(tmp_path, monkeypatch, rows, *flags):
+    """`quickreduce tune --from-csv` of `rows` written as a bench CSV; the table as load_table
+    reads it back (through QUICKREDUCE_TUNE_FILE, with its validation)."""
+    from quickreduce.cli import report, tune
+
+    csv_path = report.write_csv(report.complete_rows(rows, 2), tmp_path / "rows.csv")
+    out = tmp_path / "table.json"
+    assert tune.main(["--from-csv", str(csv_path), "--out", str(out), "--no-cache", *flags]) == 0
+    monkeypatch.setenv("QUICKREDUCE_TUNE_FILE", str(out))
+    table = load_table(H100, 2, driver="test")
+    assert table.source.startswith("QUICKREDUCE_TUNE_FILE")
+    return table, json.loads(out.read_text())
+
+
+def test_admits_mirrors_the_all_reduce_tolerance_and_guards_the_rotated_bounds():
+    errors = {**SEGMENT_ERRORS, "int6h": 0.0156}
+    assert tuning.admits("fp8", "int6", errors) and tuning.admits("int6", "fp8", errors)  # within 10%
+    assert tuning.admits("int4", "fp4", errors) and tuning.admits("fp4", "int4", errors)
+    assert tuning.admits("int4", "int4h", errors) and tuning.admits("int6", "int6h", errors)
+    assert not tuning.admits("int8", "int6", errors) and not tuning.admits("int6", "int4", errors)
+    # Gaussian data reads a rotated codec as its twin; only a clearly more accurate codec may
+    # stand in for it.
+    assert not tuning.admits("int4h", "int4", errors) and not tuning.admits("int4h", "fp4", errors)
+    assert not tuning.admits("int6h", "int6", errors) and not tuning.admits("int6h", "fp8", errors)
+    assert tuning.admits("int4h", "int6", errors) and tuning.admits("int6h", "int8", errors)
+    assert tuning.admits("int4h", "int6h", errors) and tuning.admits("int4h", "int4h", errors)
+
+
+def test_collective_entries_from_a_synthetic_csv(tmp_path, monkeypatch):
+    table, data = _tune_from_rows(tmp_path, monkeypatch, _synthetic_rows())
+    rs, ag = "reduce_scatter", "all_gather"
+    assert set(table.collectives) == {rs, ag} and set(table.collectives[rs]) == {"bf16", "fp32"}
+    assert data["collective_codec_errors"][rs] == pytest.approx(SEGMENT_ERRORS)
+    for bound in SEGMENT_ERRORS:  # small: the passthrough wins every bound
+        assert tuning.choose_collective(table, rs, 64 << 10, "bf16", f"auto:{bound}") == "bf16"
+    # 4M: only int4 and fp4 beat the passthrough (int4h is slower than it)
+    assert tuning.choose_collective(table, rs, 4 * MiB, "bf16", "auto:int8") == "bf16"
+    assert tuning.choose_collective(table, rs, 4 * MiB, "bf16", "auto:fp8") == "bf16"
+    assert tuning.choose_collective(table, rs, 4 * MiB, "bf16", "auto:int4") == "int4"
+    assert tuning.choose_collective(table, rs, 4 * MiB, "bf16", "auto:fp4") == "int4"
+    assert tuning.choose_collective(table, rs, 4 * MiB, "bf16", "auto:int4h") == "bf16"
+    # 64M: a looser bound takes the faster, more accurate int6; int4h's bound takes int6, not int4
+    assert tuning.choose_collective(table, rs, 64 * MiB, "bf16", "auto:int8") == "int8"
+    assert tuning.choose_collective(table, rs, 64 * MiB, "bf16", "auto:fp8") == "int6"
+    assert tuning.choose_collective(table, rs, 64 * MiB, "bf16", "auto:int6") == "int6"
+    assert tuning.choose_collective(table, rs, 64 * MiB, "bf16", "auto:int4") == "int4"
+    assert tuning.choose_collective(table, rs, 64 * MiB, "bf16", "auto:int4h") == "int6"
+    # between measured sizes: up to their geometric mean the smaller one's choice, then the larger's
+    assert tuning.choose_collective(table, rs, 500 << 10, "bf16", "int4") == "bf16"  # < 512K
+    assert tuning.choose_collective(table, rs, 1 * MiB, "bf16", "int4") == "int4"
+    assert tuning.choose_collective(table, rs, 15 * MiB, "bf16", "int8") == "bf16"  # < 16M
+    assert tuning.choose_collective(table, rs, 17 * MiB, "bf16", "int8") == "int8"
+    assert tuning.choose_collective(table, rs, 1 << 30, "bf16", "fp8") == "int6"  # above: the last
+    # exact is the passthrough, whatever the table says
+    assert tuning.choose_collective(table, rs, 64 * MiB, "bf16") == "bf16"
+    assert tuning.choose_collective(table, rs, 64 * MiB, "bf16", "auto:lossless") == "bf16"
+    # per dtype: fp32's own entries; an unmeasured dtype gets the bound codec itself
+    assert tuning.choose_collective(table, rs, 64 * MiB, "fp32", "int4") == "int8"
+    assert tuning.choose_collective(table, rs, 64 * MiB, "fp16", "int4") == "int4"
+    # all-gather's sizes are its call's input, half the bench's (output) size: 64K and 4M
+    assert tuning.choose_collective(table, ag, 4 * MiB, "bf16", "int4") == "int4"
+    assert tuning.choose_collective(table, ag, 500 << 10, "bf16", "int4") == "bf16"
+    assert tuning.choose_collective(table, ag, 600 << 10, "bf16", "int4") == "int4"
+    # an unmeasured collective gets the bound codec itself
+    assert tuning.choose_collective(table, "all_to_all", 64 * MiB, "bf16", "int4") == "int4"
+    # no NCCL, lossless or passthrough anywhere in the section (NCCL was the fastest row)
+    choices = {c for per_dtype in data["collectives"].values() for entries in per_dtype.values()
+               for e in entries for c in e["lossy"].values()}
+    assert choices and choices <= set(SEGMENT_ERRORS)
+
+
+def test_collective_bounds_not_measured_give_the_bound_codec(tmp_path, monkeypatch):
+    table, data = _tune_from_rows(tmp_path, monkeypatch, _synthetic_rows(), "--codecs", "int8,int4")
+    assert set(data["collective_codec_errors"]["reduce_scatter"]) == {"int8", "int4"}
+    assert tuning.choose_collective(table, "reduce_scatter", 64 * MiB, "bf16", "auto:int8") == "int8"
+    assert tuning.choose_collective(table, "reduce_scatter", 64 * MiB, "bf16", "auto:int4") == "int4"
+    for unmeasured in ("fp8", "int6", "int4h"):
+        assert tuning.choose_collective(table, "reduce_scatter", 64 * MiB, "bf16", f"auto:{unmeasured}") == unmeasured
+    assert tuning.choose_collective(table, "reduce_scatter", 64 << 10, "bf16", "auto:int4") == "bf16"
+
+
+def test_collective_validation_rejects_nccl_and_misplaced_null():
+    base = {"format": 2, "gpu": "h100", "world_size": 2,
+            "dtypes": {"bf16": [{"max_bytes": None, "lossless": "two_shot", "lossy": {}}]}}
+    for lossy in ({"int4": "nccl"}, {"int4": "bf16"}, {"int4": "lossless"}, {"int3": "int4"}):
+        with pytest.raises(ValueError, match="bad lossy choice"):
+            table_from_dict({**base, "collectives": {"all_gather": {"bf16": [{"max_bytes": None, "lossy": lossy}]}}})
+    with pytest.raises(ValueError, match="only the last"):
+        table_from_dict({**base, "collectives": {"all_gather": {"bf16": [
+            {"max_bytes": None, "lossy": {}}, {"max_bytes": 5, "lossy": {}}, {"max_bytes": None, "lossy": {}}]}}})
+    with pytest.raises(ValueError, match="collective_codec_errors"):
+        table_from_dict({**base, "collective_codec_errors": {"all_gather": {"int4": 0.1}}})
+
+
+def test_live_tune_times_the_collectives_with_the_bench_sweep(tmp_path, monkeypatch):
+    """`tune --collectives` without a GPU: the sweeps it hands bench's runner (fake here, answering
+    with the synthetic rows) and the table it writes from their rows."""
+    from quickreduce.cli import report, tune
+
+    sweeps = []
+
+    def fake_run(config, gpus, timeout_s):
+        sweeps.append((config, timeout_s))
+        plan = config.plan()
+        rows = [r for r in _synthetic_rows() if r["dtype"] in config.dtypes
+                and r["method"] in plan.get(r["collective"], [])]
+        return {"rows": rows, "notes": [], "device": H100, "world_size": 2}
+
+    monkeypatch.setattr(tune, "run", fake_run)
+    monkeypatch.setattr(tune, "usable_gpus", lambda requested, tool: 2)
+    out = tmp_path / "live.json"
+    assert tune.main(["--collectives", "reduce_scatter,all_gather", "--collectives", "all_to_all",
+                      "--sizes", "64K,4M,64M", "--out", str(out), "--no-cache", "--timeout", "100"]) == 0
+    # all-reduce in bf16 and fp16 as always; the segment collectives in fp32 too: two sweeps
+    (reduce_sweep, first_timeout), (segment_sweep, second_timeout) = sweeps
+    assert reduce_sweep.methods == list(tune.candidates(list(report.QR_CODECS)))
+    assert reduce_sweep.dtypes == ["bf16", "fp16"] and segment_sweep.dtypes == ["bf16", "fp16", "fp32"]
+    plan = segment_sweep.plan()
+    assert list(plan) == ["reduce_scatter", "all_gather", "all_to_all"]
+    for collective, methods in plan.items():
+        assert methods[0] == "qr_passthrough" and "nccl" not in methods and "qr_lossless" not in methods
+        assert {"qr_int6h", "qr_int4h"} <= set(methods) <= set(report.COLLECTIVE_METHODS[collective])
+    assert first_timeout <= 100 and second_timeout <= first_timeout  # one budget for both
+    monkeypatch.setenv("QUICKREDUCE_TUNE_FILE", str(out))
+    table = load_table(H100, 2, driver="test")
+    assert tuning.choose_collective(table, "reduce_scatter", 64 * MiB, "bf16", "auto:fp8") == "int6"
+
+    # --dtypes the same for all: one sweep; fp32 needs a segment collective
+    sweeps.clear()
+    assert tune.main(["--collectives", "all_gather", "--dtypes", "bf16", "--sizes", "64K,4M,64M",
+                      "--no-cache"]) == 0
+    assert len(sweeps) == 1 and list(sweeps[0][0].plan()) == ["all_reduce", "all_gather"]
+    assert tune.main(["--dtypes", "bf16,fp32", "--no-cache"]) == 2
+    assert tune.main(["--dtypes", "fp32", "--collectives", "all_gather", "--no-cache"]) == 2
+
+
+def _fastest_admitted_codecs(rows, collective, dtype, bench_size, bound, errors):
+    """The codecs a bound may run at one measured size, by time: what the table's choice must lead."""
+    times = {r["method"][3:]: r["time_us"] for r in rows if r["collective"] == collective
+             and r["dtype"] == dtype and r["size"] == bench_size and r["method"].startswith("qr_")}
+    allowed = {c: t for c, t in times.items() if c in errors and tuning.admits(bound, c, errors)}
+    return times["passthrough"], allowed
+
+
+def test_tune_from_the_h100_csvs_builds_a_valid_table(tmp_path, monkeypatch):
+    from quickreduce.cli import tune
+    from quickreduce.cli.report import read_csv
+
+    files = [RESULTS / f"{name}.csv" for name in ("all-reduce-bf16", "family-bf16", "family-fp32")]
+    out = tmp_path / "h100.json"
+    assert tune.main(["--from-csv", ",".join(map(str, files[:2])), "--from-csv", str(files[2]),
+                      "--out", str(out), "--no-cache"]) == 0
+    monkeypatch.setenv("QUICKREDUCE_TUNE_FILE", str(out))
+    table = load_table(H100, 2, driver="test")  # validated, not skipped with a warning
+    assert table.source.startswith("QUICKREDUCE_TUNE_FILE") and table.gpu == "h100"
+    data = table.raw
+    # The family CSVs leave the all-reduce's part as the all-reduce CSV alone makes it.
+    alone = tmp_path / "alone.json"
+    assert tune.main(["--from-csv", str(files[0]), "--out", str(alone), "--no-cache"]) == 0
+    assert json.loads(alone.read_text())["dtypes"] == data["dtypes"]
+
+    rows = [r for f in files[1:] for r in read_csv(f)]
+    assert set(table.collectives) == set(tuning.SEGMENT_COLLECTIVES)
+    for collective, per_dtype in table.collectives.items():
+        assert set(per_dtype) == {"bf16", "fp32"}
+        errors = data["collective_codec_errors"][collective]
+        assert {"int8", "fp8", "int6", "int4", "fp4", "int6h", "int4h"} == set(errors)
+        for dtype in per_dtype:
+            measured_sizes = sorted({r["size"] for r in rows if r["collective"] == collective and r["dtype"] == dtype})
+            for bench_size in measured_sizes:
+                nbytes = bench_size // 2 if collective == "all_gather" else bench_size
+                # exact: the passthrough, never NCCL
+                assert tuning.choose_collective(table, collective, nbytes, dtype) == dtype
+                for bound in errors:
+                    chosen = tuning.choose_collective(table, collective, nbytes, dtype, f"auto:{bound}")
+                    passthrough_us, allowed = _fastest_admitted_codecs(rows, collective, dtype, bench_size,
+                                                                       bound, errors)
+                    if chosen == dtype:  # the passthrough beat every codec the bound admits
+                        assert all(passthrough_us <= t for t in allowed.values())
+                    else:  # a measured codec the bound admits, the fastest of them, faster than exact
+                        assert chosen in allowed and allowed[chosen] == min(allowed.values())
+                        assert allowed[chosen] < passthrough_us

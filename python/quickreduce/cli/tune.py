@@ -1,10 +1,21 @@
 """`quickreduce tune`: time the candidates that `algo="auto"` / `codec="auto[:bound]"` choose
-from (NCCL, quickreduce one-shot and two-shot, two-shot with each codec) on this machine, and
-write the table they imply to the user cache, where `quickreduce.tuning.load_table` finds it.
+from on this machine, and write the table they imply to the user cache, where
+`quickreduce.tuning.load_table` finds it.
 
     quickreduce tune                      # all local GPUs, bf16 and fp16, 8K..1G
+    quickreduce tune --collectives reduce_scatter,all_gather,all_to_all   # those too, also in fp32
     quickreduce tune --out python/quickreduce/tuned/h200-w2.json --csv tune.csv
     quickreduce tune --from-csv tune.csv --out table.json   # rebuild a table, no GPU needed
+    quickreduce tune --from-csv all-reduce-bf16.csv,family-bf16.csv,family-fp32.csv --out table.json
+
+The all-reduce's candidates: NCCL, quickreduce one-shot and two-shot, the two-shot with the lossless
+packing and with each codec. --collectives adds each segment collective's (reduce-scatter,
+all-gather, all-to-all), for the table's per-collective section that their `codec="auto:<codec>"`
+reads: quickreduce's passthrough and each codec, the rotated ones included (no NCCL: the collectives
+have no NCCL fallback; no qr_lossless: it runs as the passthrough there). Both are timed by bench's
+sweep (harness.run_sweep), and `--from-csv` reads the same rows from bench or tune CSVs: every
+collective in them, so an all-reduce CSV and the family CSVs of one run make one table.
+tuning.table_from_measurements and tuning.collective_entries state how the choices are made.
 """
 
 from __future__ import annotations
@@ -15,17 +26,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..tuning import cache_path, save_table, table_from_measurements
-from .bench import DEFAULT_SIZES, DEFAULT_TIMEOUT_S, parse_iters, run, usable_gpus
-from .report import (QR_CODECS, QR_ROW_CODECS, complete_rows, human_size, parse_size, parse_sizes,
-                     read_csv, write_csv)
+from ..tuning import SEGMENT_COLLECTIVES, cache_path, save_table, table_from_measurements
+from .bench import DEFAULT_SIZES, DEFAULT_TIMEOUT_S, parse_collectives, parse_iters, run, usable_gpus
+from .report import (QR_CODECS, QR_ROTATED_CODECS, QR_ROW_CODECS, complete_rows, human_size,
+                     parse_size, parse_sizes, read_csv, write_csv)
 
 # A lossless row this far from the float64 sum is a bug, not a candidate.
 LOSSLESS_ERROR_LIMIT = 1e-2
+ALL_REDUCE_DTYPES = ("bf16", "fp16")  # the fp32 all-reduce is a reduce-scatter + all-gather: their entries
+SEGMENT_DTYPES = ("bf16", "fp16", "fp32")
 
 
 def candidates(codecs: list[str]) -> dict[str, tuple[str, str | None]]:
-    """Benchmark method -> (algo, codec); codec None means passthrough."""
+    """All-reduce benchmark method -> (algo, codec); codec None means passthrough."""
     table: dict[str, tuple[str, str | None]] = {
         "nccl": ("nccl", None), "qr_one_shot": ("one_shot", None), "qr_two_shot": ("two_shot", None),
         "qr_lossless": ("two_shot", "lossless")}
@@ -35,18 +48,38 @@ def candidates(codecs: list[str]) -> dict[str, tuple[str, str | None]]:
     return table
 
 
-def measurements_from_rows(rows: list[dict[str, Any]], methods: dict[str, tuple[str, str | None]]
-                           ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Benchmark rows -> `table_from_measurements` input, dropping rows that are not correct.
-    Only all-reduce rows count (a bench CSV may hold other collectives' rows, also named 'nccl')."""
+def collective_candidates(codecs: list[str]) -> dict[str, tuple[str, str | None]]:
+    """A segment collective's benchmark method -> ("exchange", codec); codec None is the passthrough,
+    its only exact candidate (`lossless` runs as the passthrough outside the all-reduce, and the
+    collectives have no NCCL fallback, so NCCL is no candidate)."""
+    table: dict[str, tuple[str, str | None]] = {"qr_passthrough": ("exchange", None)}
+    for codec in codecs:
+        if codec != "lossless":
+            table[f"qr_{codec}"] = ("exchange", codec)
+    return table
+
+
+def call_input_bytes(collective: str, size: int, world_size: int) -> int:
+    """The bytes of one rank's input tensor, which `choose_collective` is given, at a row's size
+    (nccl-tests' whole buffer: the input, but the all-gather's output)."""
+    return size // world_size if collective == "all_gather" else size
+
+
+def measurements_from_rows(rows: list[dict[str, Any]], methods: dict[str, tuple[str, str | None]],
+                           collective: str = "all_reduce") -> tuple[list[dict[str, Any]], list[str]]:
+    """`collective`'s benchmark rows -> `table_from_measurements` input, dropping rows that are not
+    correct. Other collectives' rows (also named 'nccl', 'qr_int4', ...) and the epilogue's are
+    skipped. A segment collective's size becomes its call's input bytes (`call_input_bytes`)."""
     measurements, warnings = [], []
     for row in rows:
-        if (row.get("collective") or "all_reduce") != "all_reduce":
+        if (row.get("collective") or "all_reduce") != collective:
             continue
         if row["method"] not in methods or not row.get("time_us"):
             continue
         algo, codec = methods[row["method"]]
         where = f"{row['method']} at {human_size(row['size'])} {row['dtype']}"
+        if collective != "all_reduce":
+            where = f"{collective}/{where}"
         if row.get("identical") is False:
             warnings.append(f"{where}: ranks disagree bitwise; not a candidate")
             continue
@@ -54,10 +87,80 @@ def measurements_from_rows(rows: list[dict[str, Any]], methods: dict[str, tuple[
         if codec in (None, "lossless") and (err is None or err > LOSSLESS_ERROR_LIMIT):
             warnings.append(f"{where}: rel_err {err} is too large for a lossless method; skipped")
             continue
-        measurements.append({"dtype": row["dtype"], "size": row["size"], "algo": algo,
-                             "codec": codec or row["dtype"], "time_us": row["time_us"],
+        size = row["size"] if collective == "all_reduce" else call_input_bytes(collective, row["size"],
+                                                                                 row["world_size"])
+        measurements.append({"collective": collective, "dtype": row["dtype"], "size": size,
+                             "algo": algo, "codec": codec or row["dtype"], "time_us": row["time_us"],
                              "rel_err": err})
     return measurements, warnings
+
+
+def all_measurements(rows: list[dict[str, Any]], codecs: dict[str, list[str]]
+                     ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every collective's measurements in `rows`: the all-reduce's and each segment collective's
+    (`codecs`: the codecs each considers, as `tune_codecs` gives them)."""
+    measurements, warnings = measurements_from_rows(rows, candidates(codecs["all_reduce"]))
+    for collective in SEGMENT_COLLECTIVES:
+        more, notes = measurements_from_rows(rows, collective_candidates(codecs[collective]), collective)
+        measurements += more
+        warnings += notes
+    return measurements, warnings
+
+
+def tune_codecs(spec: str | None) -> dict[str, list[str]]:
+    """{collective: codecs to consider}: --codecs for all, else the all-reduce's five plain codecs
+    (as tune always timed) and the segment collectives' seven (the rotated ones too)."""
+    if spec is not None:
+        chosen = [c.strip() for c in spec.split(",") if c.strip()]
+        unknown = [c for c in chosen if c not in QR_ROW_CODECS + QR_ROTATED_CODECS]
+        if unknown:
+            raise ValueError(f"unknown codecs {unknown}")
+        return {c: chosen for c in ("all_reduce",) + SEGMENT_COLLECTIVES}
+    return {"all_reduce": list(QR_CODECS),
+            **{c: list(QR_CODECS + QR_ROTATED_CODECS) for c in SEGMENT_COLLECTIVES}}
+
+
+def tune_dtypes(spec: str | None, segments: list[str]) -> dict[str, list[str]]:
+    """{collective: dtypes to time it in}: --dtypes (default bf16,fp16, and fp32 with segment
+    collectives); fp32 goes to the segment collectives alone."""
+    chosen = [d.strip() for d in (spec or ",".join(SEGMENT_DTYPES if segments else ALL_REDUCE_DTYPES)).split(",")
+              if d.strip()]
+    if not chosen or not set(chosen) <= set(SEGMENT_DTYPES):
+        raise ValueError(f"unknown dtypes {chosen}; choose from {', '.join(SEGMENT_DTYPES)}")
+    reduce_dtypes = [d for d in chosen if d in ALL_REDUCE_DTYPES]
+    if not reduce_dtypes or (len(reduce_dtypes) < len(chosen) and not segments):
+        raise ValueError("the all-reduce is timed in bf16 and/or fp16, fp32 only with --collectives "
+                         "(the fp32 all-reduce runs as a reduce-scatter and an all-gather and uses "
+                         "their entries)")
+    return {"all_reduce": reduce_dtypes, **{c: chosen for c in segments}}
+
+
+def sweep_configs(codecs: dict[str, list[str]], dtypes: dict[str, list[str]], args: argparse.Namespace):
+    """One bench sweep per dtype list: the collectives timed in the same dtypes share one."""
+    from .harness import SweepConfig
+
+    groups: dict[tuple[str, ...], dict[str, list[str]]] = {}
+    for collective, its_dtypes in dtypes.items():
+        methods = candidates if collective == "all_reduce" else collective_candidates
+        groups.setdefault(tuple(its_dtypes), {})[collective] = list(methods(codecs[collective]))
+    return [SweepConfig(methods=plan["all_reduce"] if list(plan) == ["all_reduce"] else plan,
+                        sizes=parse_sizes(args.sizes), dtypes=list(group_dtypes),
+                        iters=parse_iters(args.iters), pool_budget_bytes=parse_size(args.pool_budget))
+            for group_dtypes, plan in groups.items()]
+
+
+def measure(configs: list, gpus: int, timeout_s: float) -> dict[str, Any] | None:
+    """Run the sweeps one after another within `timeout_s` in all; their rows and notes in one
+    result (None on torchrun ranks other than 0, which still run every sweep)."""
+    deadline = time.monotonic() + timeout_s
+    results = [run(config, gpus, max(1.0, deadline - time.monotonic())) for config in configs]
+    if any(r is None for r in results):
+        return None
+    merged = dict(results[0], rows=[], notes=[])
+    for result in results:
+        merged["rows"] += result["rows"]
+        merged["notes"] += result["notes"]
+    return merged
 
 
 def approx_size(nbytes: int | None) -> str:
@@ -75,30 +178,56 @@ def describe(data: dict[str, Any]) -> list[list[str]]:
     bounds = [c for c in data["codec_error_order"] if c in QR_CODECS]
     lines = [["dtype", "sizes", "lossless", *[f"<= {b}" for b in bounds]]]
     for dtype, entries in data["dtypes"].items():
-        low = 0
-        for entry in entries:
-            high = entry["max_bytes"]
+        for (low, high), entry in zip(_size_ranges(entries), entries):
             exact = entry["lossless"]
             cells = [dtype, f"{approx_size(low)}..{approx_size(high)}", "/".join(exact) if isinstance(exact, list) else exact]
             for bound in bounds:
                 choice = entry["lossy"].get(bound)
                 cells.append("/".join(choice) if choice else "(lossless)")
             lines.append(cells)
-            low = (high or 0) + 1
     return lines
 
 
+def describe_collectives(data: dict[str, Any]) -> list[list[str]]:
+    """Printable rows of the per-collective section (none without one): collective, dtype, input
+    size range, then the codec each measured bound runs ("passthrough" where it won)."""
+    measured = {c for errors in data.get("collective_codec_errors", {}).values() for c in errors}
+    bounds = [c for c in QR_CODECS + QR_ROTATED_CODECS if c in measured]
+    if not data.get("collectives"):
+        return []
+    lines = [["collective", "dtype", "input sizes", "exact", *[f"<= {b}" for b in bounds]]]
+    for collective, per_dtype in data["collectives"].items():
+        for dtype, entries in per_dtype.items():
+            for (low, high), entry in zip(_size_ranges(entries), entries):
+                lines.append([collective, dtype, f"{approx_size(low)}..{approx_size(high)}", "passthrough",
+                              *[entry["lossy"].get(b, "passthrough") for b in bounds]])
+    return lines
+
+
+def _size_ranges(entries: list[dict[str, Any]]) -> list[tuple[int, int | None]]:
+    """(lowest, highest) bytes each breakpoint covers."""
+    highs = [e["max_bytes"] for e in entries]
+    return list(zip([0] + [h + 1 for h in highs[:-1]], highs))
+
+
 def print_description(data: dict[str, Any]) -> None:
-    lines = describe(data)
+    title = f"quickreduce auto table: {data['gpu']} x{data['world_size']}"
+    _print_lines(title, describe(data))
+    if data.get("collectives"):
+        _print_lines(f"{title}, segment collectives (auto:<codec>)", describe_collectives(data))
+
+
+def _print_lines(title: str, lines: list[list[str]]) -> None:
     try:
         from rich.table import Table
 
         from .report import make_console
     except ImportError:
+        print(title)
         for line in lines:
             print("  ".join(cell.ljust(16) for cell in line))
         return
-    table = Table(title=f"quickreduce auto table: {data['gpu']} x{data['world_size']}")
+    table = Table(title=title)
     for header in lines[0]:
         table.add_column(header)
     for line in lines[1:]:
@@ -106,13 +235,14 @@ def print_description(data: dict[str, Any]) -> None:
     make_console().print(table)
 
 
-def result_from_csv(path: str) -> dict[str, Any] | None:
-    """A CSV's rows in the shape `run` returns: one device and world size, or an error message."""
-    rows = read_csv(path)
+def result_from_csv(*paths: str) -> dict[str, Any] | None:
+    """The CSVs' rows together in the shape `run` returns: one device and world size across them
+    all, or None after an error message."""
+    rows = [row for path in paths for row in read_csv(path)]
     devices = {r.get("device") for r in rows}
     world_sizes = {r.get("world_size") for r in rows}
     if not rows or len(devices) != 1 or len(world_sizes) != 1 or None in world_sizes:
-        print(f"quickreduce tune: {path} needs rows of one device and one world size "
+        print(f"quickreduce tune: {', '.join(paths)} need rows of one device and one world size "
               f"(found {len(rows)} rows, devices {sorted(map(str, devices))}, "
               f"world sizes {sorted(map(str, world_sizes))})", file=sys.stderr)
         return None
@@ -122,50 +252,55 @@ def result_from_csv(path: str) -> dict[str, Any] | None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quickreduce tune", description=__doc__.split("\n\n")[0])
     p.add_argument("--gpus", type=int, default=None, help="processes/GPUs (default: all local)")
-    p.add_argument("--sizes", default=DEFAULT_SIZES, help="as for bench (default 8K:1G)")
-    p.add_argument("--dtypes", default="bf16,fp16", help="comma list (default bf16,fp16)")
-    p.add_argument("--codecs", default=",".join(QR_CODECS), help="codecs to consider")
+    p.add_argument("--collectives", action="append", default=None, metavar="NAME[,NAME]",
+                   help="also time these segment collectives for their auto:<codec> entries: "
+                        f"{', '.join(SEGMENT_COLLECTIVES)}; comma list or repeated (the all-reduce "
+                        "is always timed)")
+    p.add_argument("--sizes", default=DEFAULT_SIZES,
+                   help="as for bench (default 8K:1G; a segment collective's size is bench's, the "
+                        "all-gather's the output)")
+    p.add_argument("--dtypes", default=None,
+                   help="comma list (default bf16,fp16; with --collectives bf16,fp16,fp32, fp32 "
+                        "for the segment collectives alone)")
+    p.add_argument("--codecs", default=None,
+                   help="codecs to consider (default: the all-reduce int8,fp8,int6,int4,fp4; the "
+                        "segment collectives those and int6h,int4h)")
     p.add_argument("--iters", default="50,20,5", help="calls per CUDA graph, as for bench")
     p.add_argument("--pool-budget", default="6G", help="as for bench")
     p.add_argument("--out", default=None, help="also write the table here")
     p.add_argument("--no-cache", action="store_true", help="do not write the user cache")
     p.add_argument("--csv", default=None, help="also write the measurements as a bench CSV")
-    p.add_argument("--from-csv", default=None, metavar="CSV",
-                   help="build the table from a CSV an earlier tune or bench wrote (no GPU run)")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds")
+    p.add_argument("--from-csv", action="append", default=None, metavar="CSV[,CSV]",
+                   help="build the table from CSVs that earlier tune or bench runs wrote, every "
+                        "collective in them; comma list or repeated (no GPU run)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                   help="seconds for all the sweeps together")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .harness import SweepConfig
-
     try:
-        codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
-        unknown = [c for c in codecs if c not in QR_ROW_CODECS]  # lossless: always a candidate
-        dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
-        if unknown or not set(dtypes) <= {"bf16", "fp16"}:
-            raise ValueError(f"unknown codecs {unknown} or dtypes {dtypes}")
-        methods = candidates(codecs)
-        config = SweepConfig(methods=list(methods), sizes=parse_sizes(args.sizes), dtypes=dtypes,
-                             iters=parse_iters(args.iters),
-                             pool_budget_bytes=parse_size(args.pool_budget))
+        segments = [c for c in parse_collectives(args.collectives) if c != "all_reduce"]
+        codecs = tune_codecs(args.codecs)
+        configs = sweep_configs(codecs, tune_dtypes(args.dtypes, segments), args)
     except ValueError as exc:
         print(f"quickreduce tune: {exc}", file=sys.stderr)
         return 2
     sizes_text = args.sizes
     if args.from_csv:
-        result = result_from_csv(args.from_csv)
+        paths = [p.strip() for value in args.from_csv for p in value.split(",") if p.strip()]
+        result = result_from_csv(*paths)
         if result is None:
             return 2
         measured = [r["size"] for r in result["rows"]]
-        sizes_text = f"{human_size(min(measured))}:{human_size(max(measured))} (from {args.from_csv})"
+        sizes_text = f"{human_size(min(measured))}:{human_size(max(measured))} (from {', '.join(paths)})"
     else:
         gpus = usable_gpus(args.gpus, "tune")
         if not gpus:
             return 2
         try:
-            result = run(config, gpus, args.timeout)
+            result = measure(configs, gpus, args.timeout)
         except RuntimeError as exc:  # launch.LaunchError: a rank failed or the run timed out
             print(f"quickreduce tune: {exc}", file=sys.stderr)
             return 1
@@ -174,11 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = complete_rows(result["rows"], result["world_size"])
     if args.csv:
         print(f"wrote {write_csv(rows, args.csv)}", file=sys.stderr)
-    measurements, warnings = measurements_from_rows(rows, methods)
+    measurements, warnings = all_measurements(rows, codecs)
     for line in result["notes"] + warnings:
         print(f"note: {line}", file=sys.stderr)
-    if not any(m["algo"] != "nccl" for m in measurements):
-        print("quickreduce tune: no quickreduce candidate was measured; nothing written",
+    if not any(m["collective"] == "all_reduce" and m["algo"] != "nccl" for m in measurements):
+        print("quickreduce tune: no quickreduce all-reduce candidate was measured; nothing written",
               file=sys.stderr)
         return 1
     note = (f"measured by quickreduce tune on {time.strftime('%Y-%m-%d')}, "
