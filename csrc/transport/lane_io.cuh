@@ -156,30 +156,40 @@ struct LaneIO<LosslessCodec, D> {
 // partner lanes of its block (consecutive threads 4k..4k+3, as the block scale's shuffles) through
 // shuffles for the butterflies h = 8 (lane ^ 1) and 16 (lane ^ 2). The same operations, in the same
 // order, as the host's rotate_block: every lane of the warp must take part.
+// Cheaper forms of the same bits: the upper partner's a - b is fma(-1, b, a) (the product is exact,
+// so one rounding, as the subtraction), which takes one FFMA where a select and an add took two;
+// a sign flip is an XOR of the sign bit, from the lane's 8 bits of kRotationSigns.
 __device__ __forceinline__ void hadamard_lane(float v[kLaneValues]) {
   hadamard_lane_stages(v);
   const int lane = threadIdx.x;
 #pragma unroll
-  for (int mask = 1; mask <= 2; mask *= 2)
+  for (int mask = 1; mask <= 2; mask *= 2) {
+    const float sign = (lane & mask) ? -1.0f : 1.0f;  // lower index: a + b; upper: a - b
 #pragma unroll
     for (int i = 0; i < kLaneValues; ++i) {
       const float other = __shfl_xor_sync(0xffffffffu, v[i], mask);
-      v[i] = (lane & mask) ? other - v[i] : v[i] + other;  // the lower index is always `a`
+      v[i] = __fmaf_rn(sign, v[i], other);
     }
+  }
+}
+__device__ __forceinline__ void flip_lane_signs(float v[kLaneValues]) {
+  const uint32_t signs = kRotationSigns >> (kLaneValues * (threadIdx.x % kLanesPerBlock));
+#pragma unroll
+  for (int i = 0; i < kLaneValues; ++i) v[i] = __uint_as_float(__float_as_uint(v[i]) ^ ((signs << (31 - i)) & 0x80000000u));
 }
 __device__ __forceinline__ void rotate_lane(float v[kLaneValues]) {
-  flip_signs(v, threadIdx.x % kLanesPerBlock);
+  flip_lane_signs(v);
 #pragma unroll
-  for (int i = 0; i < kLaneValues; ++i) v[i] *= kRotateScale;
+  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], kRotateScale);  // (_rn: never fused into an add)
   hadamard_lane(v);
 }
 __device__ __forceinline__ void unrotate_lane(float v[kLaneValues]) {
 #pragma unroll
-  for (int i = 0; i < kLaneValues; ++i) v[i] *= kUnrotatePreScale;
+  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], kUnrotatePreScale);
   hadamard_lane(v);
 #pragma unroll
-  for (int i = 0; i < kLaneValues; ++i) v[i] *= kUnrotatePostScale;
-  flip_signs(v, threadIdx.x % kLanesPerBlock);
+  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], kUnrotatePostScale);
+  flip_lane_signs(v);
 }
 
 // The user's input lanes a phase reads, each loaded one lane ahead into registers: the next

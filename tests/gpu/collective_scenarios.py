@@ -201,8 +201,9 @@ def small_segments(rank, world_size):
     with the one-shot all-reduce, and a peer that skips a call: PeerTimeoutError within seconds."""
     res = {}
     W = world_size
-    comm = qr.Communicator(max_size=4 << 20, timeout_s=2.0)
-    slices = qr.Communicator(max_size=4 << 20)
+    max_size = W * ((512 << 10) + 16)  # the reduce-scatter's input at the largest k below
+    comm = qr.Communicator(max_size=max_size, timeout_s=2.0)
+    slices = qr.Communicator(max_size=max_size)
     slices.packet_segment_max_bytes = 0  # what QUICKREDUCE_PACKET_SEGMENT_MAX_KB=0 sets
     for dname, dtype in DTYPES.items():
         size = torch.empty((), dtype=dtype).element_size()
