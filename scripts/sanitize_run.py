@@ -87,6 +87,23 @@ def run(rank, world, port, failures):
             torch.cuda.synchronize()
             if cs.same_values(out, cs.twin_all_to_all(ys, dname, "int6", rows, rank)) is not None:
                 wrong.append(f"all_to_all uneven/{dname}/k={k}: GPU != twin")
+    # The add + RMSNorm epilogue after the one-shot and the two-shot (rows in registers, and the
+    # chunked path above hidden 16384), with FP8 output per token: the same bits on every rank and
+    # residual_out equal to torch's add of the all-reduce's output.
+    for tokens, hidden in ((3, 1024), (2, 8192), (1, 20480)):
+        x = torch.randn(tokens, hidden, generator=torch.Generator(device="cuda").manual_seed(hidden + rank),
+                        device="cuda").bfloat16()
+        shared = torch.Generator(device="cuda").manual_seed(hidden)  # residual and weight: the same on every rank
+        residual = torch.randn(tokens, hidden, generator=shared, device="cuda").bfloat16()
+        weight = torch.rand(hidden, generator=shared, device="cuda").bfloat16()
+        for codec in ("bf16", "int4"):
+            summed = comm.all_reduce(x, codec=codec)
+            out, res_out, codes, _ = comm.all_reduce_add_rmsnorm(x, residual, weight, 1e-6, codec=codec,
+                                                                 fp8="per_token")
+            check(f"epilogue/{codec}/{tokens}x{hidden}", out)
+            check(f"epilogue fp8/{codec}/{tokens}x{hidden}", codes.view(torch.int16))
+            if not torch.equal(res_out, summed + residual):
+                wrong.append(f"epilogue/{codec}/{tokens}x{hidden}: residual_out != all_reduce(x) + residual")
     comm.check()
     comm.close()
     dist.destroy_process_group()
@@ -106,4 +123,4 @@ if __name__ == "__main__":
     if wrong:
         sys.exit(f"sanitize_run: {len(wrong)} wrong results")
     print(f"sanitize_run: done, every result right ({len(SIZES) * 2} all-reduce sizes, every path; "
-          "reduce-scatter, all-gather, all-to-all even and uneven)")
+          "reduce-scatter, all-gather, all-to-all even and uneven; the add + RMSNorm epilogue)")
