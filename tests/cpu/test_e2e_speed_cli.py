@@ -158,9 +158,34 @@ def test_csv_round_trip_plot_and_from_csv(tmp_path, capsys):
     assert len(back) == len(rows)
     assert back[2]["time_ms"] == pytest.approx(rows[2]["time_ms"]) and back[2]["lossy"] == rows[2]["lossy"]
     png = report.plot(rows, tmp_path / "e2e.png", "tiny", note="SHARED GPU")
-    assert png.stat().st_size > 10_000
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert cli.main(["--from-csv", str(path), "--plot", str(tmp_path / "again.png")]) == 0
     assert "qr_lossless" in capsys.readouterr().out and (tmp_path / "again.png").exists()
+
+
+def test_plot_figure_bars_per_phase_and_size():
+    """One panel per (phase, size); a bar per provider of its % over no_comm, exact providers above
+    lossy ones, the fastest exact one starred, NCCL's dashed reference line."""
+    import matplotlib.pyplot as plt
+
+    fig = report.figure(_rows(), "tiny", note="SHARED GPU")
+    try:
+        axes = [ax for ax in fig.get_axes() if ax.get_visible() and ax.axison]
+        titles = [ax.get_title() for ax in axes]
+        assert titles == ["1k tokens  (no comm: 10 ms)", "batch 16  (no comm: 1 ms)"]
+        prefill, decode = axes
+        assert [t.get_text() for t in prefill.get_yticklabels()] == ["nccl", "qr_lossless", "qr_int4"]
+        assert "%" in prefill.xaxis.get_major_formatter()(50, 0)
+        widths = sorted(round(b.get_width(), 6) for b in prefill.patches if b.get_height() == pytest.approx(0.72))
+        assert widths == [20.0, 50.0, 100.0]  # qr_int4 +20%, qr_lossless +50%, nccl +100%
+        for ax in (prefill, decode):
+            texts = [t.get_text() for t in ax.texts]
+            assert "+50.0% \u2605" in texts and "+20.0%" in texts and "+100.0%" in texts  # lossy not starred
+            assert "SHARED GPU" in texts
+            assert any(line.get_linestyle() == "--" and line.get_xdata()[0] == pytest.approx(100.0)
+                       for line in ax.get_lines())
+    finally:
+        plt.close(fig)
 
 
 def test_format_checks():
