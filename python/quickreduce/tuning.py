@@ -243,16 +243,25 @@ def _validated_breakpoints(entries: list[dict[str, Any]]) -> list[dict[str, Any]
 
 
 def fallback_table(gpu_name: str, world_size: int) -> TuneTable:
-    """For hardware nobody tuned: one-shot only for small messages, NCCL for very large ones,
-    codecs only where the transfer clearly dominates (from 1 MiB)."""
+    """For hardware nobody tuned. 2 GPUs: what the two measured machines (tuned/h100-w2.json,
+    tuned/h200-w2.json) agree on: the one-shot up to 4 MiB, then the two-shot's lossless packing, which
+    both measured ahead of NCCL at every size; codecs from 4 MiB, where both tables start them.
+    More GPUs (never measured): the one-shot only for small messages, NCCL for very large ones, codecs
+    only where the transfer clearly dominates (from 1 MiB)."""
     codecs = [c for c in DEFAULT_CODEC_ERROR_ORDER if c not in PASSTHROUGH]
     with_codecs = {c: ["two_shot", c] for c in codecs}
-    entries = [
-        {"max_bytes": 256 << 10, "lossless": "one_shot", "lossy": {}},
-        {"max_bytes": (1 << 20) - 1, "lossless": "two_shot", "lossy": {}},
-        {"max_bytes": 64 << 20, "lossless": "two_shot", "lossy": with_codecs},
-        {"max_bytes": None, "lossless": "nccl", "lossy": with_codecs},
-    ]
+    if world_size == 2:
+        entries = [
+            {"max_bytes": 4 << 20, "lossless": "one_shot", "lossy": {}},
+            {"max_bytes": None, "lossless": ["two_shot", "lossless"], "lossy": with_codecs},
+        ]
+    else:
+        entries = [
+            {"max_bytes": 256 << 10, "lossless": "one_shot", "lossy": {}},
+            {"max_bytes": (1 << 20) - 1, "lossless": "two_shot", "lossy": {}},
+            {"max_bytes": 64 << 20, "lossless": "two_shot", "lossy": with_codecs},
+            {"max_bytes": None, "lossless": "nccl", "lossy": with_codecs},
+        ]
     return TuneTable(gpu=gpu_slug(gpu_name), world_size=world_size,
                      dtypes={"bf16": entries, "fp16": entries}, source="fallback (hard-coded)",
                      note="conservative fallback, not measured")

@@ -75,6 +75,16 @@ def test_fallback_for_untuned_hardware():
     assert choose(table, 16 * MiB, "bf16")[0] == "two_shot"
     assert choose(table, 1 << 30, "bf16") == ("nccl", "bf16")
     assert choose(table, 1 << 30, "bf16", "int4") == ("two_shot", "int4")
+    # 2 GPUs: what the measured H100 and H200 tables agree on (one-shot to 4 MiB, then the lossless
+    # two-shot, never NCCL; codecs from 4 MiB).
+    table = load_table("NVIDIA Z9000", 2, driver="test")
+    assert table.source.startswith("fallback")
+    assert choose(table, 4 << 20, "bf16") == ("one_shot", "bf16")
+    assert choose(table, 4 << 20, "bf16", "int4") == ("one_shot", "bf16")
+    assert choose(table, 16 * MiB, "bf16") == ("two_shot", "lossless")
+    assert choose(table, 1 << 30, "bf16") == ("two_shot", "lossless")
+    assert choose(table, 1 << 30, "fp16")[0] == "two_shot"
+    assert choose(table, 1 << 30, "bf16", "int4") == ("two_shot", "int4")
 
 
 def test_lookup_order_env_then_cache_then_builtin(tmp_path, monkeypatch):
