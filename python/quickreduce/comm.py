@@ -101,10 +101,12 @@ class Communicator:
         self._c.open_peers(list(handles))
 
     def peer_info(self) -> dict:
-        """What this rank tells its peers so they can map its workspace: host name, IPC handle, device
-        and GPU uuid (picklable). Give every rank's to ``connect()`` on every rank."""
+        """What this rank tells its peers so they can map its workspace: host name, IPC handle, device,
+        GPU uuid, and the settings every rank must share (picklable). Give every rank's to ``connect()``
+        on every rank."""
         return {"host": socket.gethostname(), "handle": self._c.ipc_handle(), "device": self.device,
-                "uuid": str(torch.cuda.get_device_properties(self.device).uuid)}
+                "uuid": str(torch.cuda.get_device_properties(self.device).uuid), "max_size": self.max_size,
+                "packet_segment_max_bytes": self.packet_segment_max_bytes}
 
     def connect(self, everyone: Sequence[dict]) -> None:
         """Check every rank's ``peer_info()`` (``everyone[r]`` is rank r's: one node, one GPU a rank unless
@@ -117,6 +119,14 @@ class Communicator:
         if len(set(uuids)) != len(uuids) and not config.allow_shared_gpu():
             raise QuickReduceError("two ranks share one GPU; quickreduce needs one GPU per rank "
                                    "(QUICKREDUCE_ALLOW_SHARED_GPU=1 allows it for testing: slow)")
+        # The workspace layout follows max_size, and the collectives' path choice the packet limit:
+        # ranks that differ would write into each other's wrong offsets or wait on different paths.
+        for key, knob in (("max_size", "max_size (QUICKREDUCE_MAX_SIZE_MB)"),
+                          ("packet_segment_max_bytes", "QUICKREDUCE_PACKET_SEGMENT_MAX_KB")):
+            values = [e.get(key) for e in everyone]
+            if len(set(values)) != 1:
+                raise QuickReduceError(f"ranks disagree on {knob}: {values} (in rank order); every rank must "
+                                       f"use the same")
         self.set_handles([e["handle"] for e in everyone])
 
     def _exchange_through_group(self) -> None:
