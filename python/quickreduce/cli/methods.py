@@ -416,6 +416,7 @@ def _exchange_methods(collective: str) -> dict[str, Callable[[], Method]]:
     }
     for codec in QR_ROW_CODECS + QR_ROTATED_CODECS:
         methods[f"qr_{codec}"] = lambda c=codec: QuickReduceExchangeMethod(f"qr_{c}", collective, c)
+    methods["qr_auto_int4"] = lambda: QuickReduceExchangeMethod("qr_auto_int4", collective, "auto:int4")
     return methods
 
 

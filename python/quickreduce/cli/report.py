@@ -69,7 +69,8 @@ METHOD_LOSSY = {
 # memory's op where it has one, quickreduce passthrough (the benchmark's dtype, exact) and per codec.
 EXCHANGE_METHOD_LOSSY = {"nccl": False, "symm_mem": False, "qr_passthrough": False,
                          "qr_lossless": False,
-                         **{f"qr_{codec}": True for codec in QR_CODECS + QR_ROTATED_CODECS}}
+                         **{f"qr_{codec}": True for codec in QR_CODECS + QR_ROTATED_CODECS},
+                         "qr_auto_int4": True}  # what auto:int4 picks from the tuned table
 # The epilogue's rows: NCCL + torch's add and RMSNorm (the baseline, as NCCL is the collectives'),
 # FlashInfer's fused TensorRT-LLM op, quickreduce fused per codec and quickreduce unfused.
 _EPILOGUE_ROWS = (("fused", EPILOGUE_CODECS), ("unfused", UNFUSED_CODECS))
