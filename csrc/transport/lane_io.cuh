@@ -158,7 +158,7 @@ struct LaneIO<LosslessCodec, D> {
 // order, as the host's rotate_block: every lane of the warp must take part.
 // Cheaper forms of the same bits: the upper partner's a - b is fma(-1, b, a) (the product is exact,
 // so one rounding, as the subtraction), which takes one FFMA where a select and an add took two;
-// a sign flip is an XOR of the sign bit, from the lane's 8 bits of kRotationSigns.
+// the sign flips are core/hadamard.hpp's flip_signs (an XOR of the sign bit).
 __device__ __forceinline__ void hadamard_lane(float v[kLaneValues]) {
   hadamard_lane_stages(v);
   const int lane = threadIdx.x;
@@ -172,13 +172,8 @@ __device__ __forceinline__ void hadamard_lane(float v[kLaneValues]) {
     }
   }
 }
-__device__ __forceinline__ void flip_lane_signs(float v[kLaneValues]) {
-  const uint32_t signs = kRotationSigns >> (kLaneValues * (threadIdx.x % kLanesPerBlock));
-#pragma unroll
-  for (int i = 0; i < kLaneValues; ++i) v[i] = __uint_as_float(__float_as_uint(v[i]) ^ ((signs << (31 - i)) & 0x80000000u));
-}
 __device__ __forceinline__ void rotate_lane(float v[kLaneValues]) {
-  flip_lane_signs(v);
+  flip_signs(v, threadIdx.x % kLanesPerBlock);
 #pragma unroll
   for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], kRotateScale);  // (_rn: never fused into an add)
   hadamard_lane(v);
@@ -189,7 +184,7 @@ __device__ __forceinline__ void unrotate_lane(float v[kLaneValues]) {
   hadamard_lane(v);
 #pragma unroll
   for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], kUnrotatePostScale);
-  flip_lane_signs(v);
+  flip_signs(v, threadIdx.x % kLanesPerBlock);
 }
 
 // The user's input lanes a phase reads, each loaded one lane ahead into registers: the next

@@ -23,6 +23,12 @@ __device__ __forceinline__ void unpack_lane(const uint4& w, float v[kLaneValues]
   }
 }
 
+// 8 floats rounded to D as a whole lane's 16 bytes (what store_lane writes for a full lane).
+template <DType D>
+__device__ __forceinline__ uint4 pack_lane(const float v[kLaneValues]) {
+  return make_uint4(pack2<D>(v[0], v[1]), pack2<D>(v[2], v[3]), pack2<D>(v[4], v[5]), pack2<D>(v[6], v[7]));
+}
+
 template <DType D>
 __device__ __forceinline__ void load_lane(const uint16_t* p, ptrdiff_t valid, float v[kLaneValues]) {
   if (valid >= kLaneValues) {
@@ -36,12 +42,7 @@ __device__ __forceinline__ void load_lane(const uint16_t* p, ptrdiff_t valid, fl
 template <DType D>
 __device__ __forceinline__ void store_lane(uint16_t* p, ptrdiff_t valid, const float v[kLaneValues]) {
   if (valid >= kLaneValues) {
-    uint4 w;
-    w.x = pack2<D>(v[0], v[1]);
-    w.y = pack2<D>(v[2], v[3]);
-    w.z = pack2<D>(v[4], v[5]);
-    w.w = pack2<D>(v[6], v[7]);
-    *reinterpret_cast<uint4*>(p) = w;
+    *reinterpret_cast<uint4*>(p) = pack_lane<D>(v);
   } else {
 #pragma unroll
     for (int i = 0; i < kLaneValues; ++i)

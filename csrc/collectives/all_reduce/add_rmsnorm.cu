@@ -38,12 +38,6 @@ __host__ __device__ int padded_blocks(size_t lanes) {
 __device__ __forceinline__ uint4 load16(const uint16_t* p) { return *reinterpret_cast<const uint4*>(p); }
 __device__ __forceinline__ void store16(uint16_t* p, uint4 v) { *reinterpret_cast<uint4*>(p) = v; }
 
-// The bits store_lane writes for a whole lane.
-template <DType D>
-__device__ __forceinline__ uint4 pack_lane(const float v[kLaneValues]) {
-  return make_uint4(pack2<D>(v[0], v[1]), pack2<D>(v[2], v[3]), pack2<D>(v[4], v[5]), pack2<D>(v[6], v[7]));
-}
-
 __device__ __forceinline__ float lane_square_sum(const float v[kLaneValues]) {
   float s = __fmul_rn(v[0], v[0]);
 #pragma unroll

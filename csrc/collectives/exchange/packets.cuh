@@ -105,17 +105,11 @@ __device__ __forceinline__ void store_packet(void* base, size_t at, size_t p, ui
 // the plain sum's), as the slice path's reduce-scatter adds in rank order.
 template <DType T>
 __device__ __forceinline__ void accumulate_packet(float acc[8], const uint4& v, bool first) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
   float x[8];
   if constexpr (T == DType::kFloat32) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) x[i] = __uint_as_float(w[i]);
+    x[0] = __uint_as_float(v.x), x[1] = __uint_as_float(v.y), x[2] = __uint_as_float(v.z), x[3] = __uint_as_float(v.w);
   } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      x[2 * i] = to_float<T>(uint16_t(w[i] & 0xffffu));
-      x[2 * i + 1] = to_float<T>(uint16_t(w[i] >> 16));
-    }
+    unpack_lane<T>(v, x);
   }
 #pragma unroll
   for (int i = 0; i < kPacketValues<T>; ++i) acc[i] = first ? x[i] : acc[i] + x[i];
