@@ -6,6 +6,7 @@ equal the fp32 rank-order reference computed here on the GPU.
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -160,36 +161,19 @@ def collective_graph_replays(rank, world_size):
                      torch.from_numpy(_C.twin_all_reduce([raw(x) for x in xs], "bf16", "int8").view(np.int16)).cuda()
                      .view(torch.bfloat16)))
     x = torch.empty(W * k, dtype=torch.bfloat16, device="cuda")
-    want = [torch.empty_like(t) for t in bank[0][1:]]
     outs = [torch.empty_like(t) for t in bank[0][1:]]
-    wrong = torch.zeros((), dtype=torch.int64, device="cuda")
 
     def body():
         comm.reduce_scatter(x, out=outs[0], codec="int4")
         comm.all_gather(x[:k], out=outs[1], codec="fp8")
         comm.all_to_all(x, out=outs[2], codec="int6")
         comm.all_reduce(x, out=outs[3], codec="int8")
-        for o, w_ in zip(outs, want):
-            wrong.add_((o.view(torch.int16) != w_.view(torch.int16)).sum())
 
-    def load(b):
-        x.copy_(bank[b][0])
-        for w_, t in zip(want, bank[b][1:]):
-            w_.copy_(t)
-
-    load(0)
-    g = harness.capture_graph(body)  # the warm-up adds to `wrong` once: it is a correct call too
-    torch.cuda.synchronize()
-    wrong.zero_()
     t0 = time.time()
-    for it in range(replays):
-        load(it % len(bank))
-        g.replay()
-    torch.cuda.synchronize()
+    wrong = harness.replay_checked(body, [x], outs, bank, replays)
     comm.check()
-    res["replays correct"] = None if int(wrong) == 0 else f"{int(wrong)} wrong elements"
+    res["replays correct"] = None if wrong == 0 else f"{wrong} wrong elements"
     res["info/replays"] = f"{replays} replays x 4 collectives in {time.time() - t0:.1f}s"
-    del g
     comm.close()
     return res
 
@@ -254,52 +238,26 @@ def small_segments(rank, world_size):
         bank.append((xs[rank], acc.bfloat16(), torch.cat([y[:k] for y in xs]),
                      torch.cat([y[rank * k:(rank + 1) * k] for y in xs]), full.bfloat16()))
     x = torch.empty(W * k, dtype=torch.bfloat16, device="cuda")
-    want = [torch.empty_like(t) for t in bank[0][1:]]
     outs = [torch.empty_like(t) for t in bank[0][1:]]
-    wrong = torch.zeros((), dtype=torch.int64, device="cuda")
 
     def body():
         comm.reduce_scatter(x, out=outs[0])
         comm.all_gather(x[:k], out=outs[1])
         comm.all_to_all(x, out=outs[2])
         comm.all_reduce(x, out=outs[3], codec="bf16", algo="one_shot")
-        for o, w_ in zip(outs, want):
-            wrong.add_((o.view(torch.int16) != w_.view(torch.int16)).sum())
 
-    def load(b):
-        x.copy_(bank[b][0])
-        for w_, t in zip(want, bank[b][1:]):
-            w_.copy_(t)
-
-    load(0)
-    g = harness.capture_graph(body)
-    torch.cuda.synchronize()
-    wrong.zero_()
-    replays = int(os.environ.get("QR_COLLECTIVE_REPLAYS", "1000"))
-    for it in range(replays):
-        load(it % len(bank))
-        g.replay()
-    torch.cuda.synchronize()
+    wrong = harness.replay_checked(body, [x], outs, bank, int(os.environ.get("QR_COLLECTIVE_REPLAYS", "1000")))
     comm.check()
-    res["graph replays correct"] = None if int(wrong) == 0 else f"{int(wrong)} wrong elements"
-    del g
-    slices.close()
+    res["graph replays correct"] = None if wrong == 0 else f"{wrong} wrong elements"
     # A peer that skips a small call: the waiting rank's error comes within seconds.
     x = torch.randn(W * 1024, device="cuda", dtype=torch.bfloat16)
     dist.barrier()
     if rank == 0:
-        t0 = time.time()
-        comm.all_gather(x[:1024])
-        torch.cuda.synchronize()
-        try:
-            comm.check()
-            res["peer skips a call"] = "no error after the peer skipped the call"
-        except qr.PeerTimeoutError as e:
-            took = time.time() - t0
-            res["peer skips a call"] = None if took < 7.0 else f"took {took:.1f}s: {e}"
-            res["info/peer skips a call"] = f"{took:.1f}s: {e}"
+        res["peer skips a call"], res["info/peer skips a call"] = harness.expect_peer_timeout(
+            comm, lambda: comm.all_gather(x[:1024]))
     dist.barrier()
     comm.close()
+    slices.close()
     return res
 
 
@@ -354,16 +312,8 @@ def collective_peer_timeout(rank, world_size):
         torch.cuda.synchronize()
         dist.barrier()
         if rank == 0:
-            t0 = time.time()
-            getattr(comm, name)(x, codec="int4")
-            torch.cuda.synchronize()
-            try:
-                comm.check()
-                res[name] = "no error after the peer skipped the call"
-            except qr.PeerTimeoutError as e:
-                took = time.time() - t0
-                res[name] = None if took < 7.0 else f"took {took:.1f}s: {e}"
-                res[f"info/{name}"] = f"{took:.1f}s: {e}"
+            res[name], res[f"info/{name}"] = harness.expect_peer_timeout(
+                comm, functools.partial(getattr(comm, name), x, codec="int4"))
         dist.barrier()
         comm.close()
     return res

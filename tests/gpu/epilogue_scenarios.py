@@ -118,28 +118,12 @@ def epilogue_in_place_and_graphs(rank, world_size):
     res["in place returns the inputs"] = None if out is x and res_out is r else "not the same tensors"
     gx, gr = torch.empty_like(x), torch.empty_like(r)
     outs = [torch.empty_like(x), torch.empty_like(r)]
-    wrong = torch.zeros((), dtype=torch.int64, device="cuda")
-    want = [torch.empty_like(x), torch.empty_like(r)]
 
     def body():
         comm.all_reduce_add_rmsnorm(gx, gr, weight, 1e-6, codec="int4", out=outs[0], residual_out=outs[1])
-        for o, w_ in zip(outs, want):
-            wrong.add_((o.view(torch.int16) != w_.view(torch.int16)).sum())
 
-    def load(b):
-        gx.copy_(bank[b][0]), gr.copy_(bank[b][1]), want[0].copy_(bank[b][2]), want[1].copy_(bank[b][3])
-
-    load(0)
-    g = harness.capture_graph(body)
-    torch.cuda.synchronize()
-    wrong.zero_()
-    replays = int(os.environ.get("QR_EPILOGUE_REPLAYS", "200"))
-    for it in range(replays):
-        load(it % len(bank))
-        g.replay()
-    torch.cuda.synchronize()
-    res["graph replays correct"] = None if int(wrong) == 0 else f"{int(wrong)} wrong elements"
-    del g
+    wrong = harness.replay_checked(body, [gx, gr], outs, bank, int(os.environ.get("QR_EPILOGUE_REPLAYS", "200")))
+    res["graph replays correct"] = None if wrong == 0 else f"{wrong} wrong elements"
     comm.check()
     comm.close()
     return res

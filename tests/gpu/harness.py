@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 import traceback
 
 import torch
 import torch.multiprocessing as mp
 
+import quickreduce as qr
 from quickreduce.cli.launch import free_port  # also used by the GPU tests and scripts
 
 
@@ -128,3 +130,50 @@ def capture_graph(body):
     with torch.cuda.graph(g):
         body()
     return g
+
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def replay_checked(run, inputs: list[torch.Tensor], outputs: list[torch.Tensor], bank: list[tuple],
+                   replays: int) -> int:
+    """Capture run() (reads `inputs`, writes `outputs`) in a CUDA graph and replay it `replays` times,
+    loading bank[i % len(bank)] = (*input values, *expected outputs) before replay i. Returns how many
+    output elements differed from the expected bits (counted on the GPU, so replays stay back to back)."""
+    want = [torch.empty_like(o) for o in outputs]
+    wrong = torch.zeros((), dtype=torch.int64, device="cuda")
+
+    def body():
+        run()
+        for o, w in zip(outputs, want):
+            bits = _BITS[o.element_size()]
+            wrong.add_((o.view(bits) != w.view(bits)).sum())
+
+    def load(b):
+        for dst, src in zip([*inputs, *want], bank[b]):
+            dst.copy_(src)
+
+    load(0)
+    g = capture_graph(body)  # the warm-up call is checked too (it adds to `wrong` before the reset)
+    torch.cuda.synchronize()
+    wrong.zero_()
+    for it in range(replays):
+        load(it % len(bank))
+        g.replay()
+    torch.cuda.synchronize()
+    del g
+    return int(wrong)
+
+
+def expect_peer_timeout(comm, call, limit_s: float = 7.0) -> tuple[str | None, str]:
+    """This rank makes call() alone (its peer skips it): comm.check() must raise PeerTimeoutError
+    within limit_s. Returns (failure message or None, what happened, for an info/ entry)."""
+    t0 = time.time()
+    call()
+    torch.cuda.synchronize()
+    try:
+        comm.check()
+        return "no error after the peer skipped the call", "no error"
+    except qr.PeerTimeoutError as e:
+        took = time.time() - t0
+        return (None if took < limit_s else f"took {took:.1f}s: {e}"), f"{took:.1f}s: {e}"
