@@ -43,7 +43,7 @@ class Communicator {
   // dtype may be fp32. in/out: device pointers, 16-byte aligned, not overlapping.
   // even_splits (all-to-all): every rank sends every rank the same count, which every rank knows
   // (split sizes not given), so no sizes cross the link. Passthrough segments of at most
-  // min(packet_max_bytes, 512 KiB) take the flag-in-data path (exchange/packets.cuh) unless
+  // min(packet_max_bytes, 2 MiB) take the flag-in-data path (exchange/packets.cuh) unless
   // threads is set (which picks the slice kernel's CTA size).
   void exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DType dtype, CodecId codec,
                 const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts, uintptr_t stream,

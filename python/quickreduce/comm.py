@@ -40,7 +40,7 @@ class Communicator:
         max_size: largest message in bytes (default ``QUICKREDUCE_MAX_SIZE_MB``, 128 MiB). Each GPU
             allocates about ``2 * max_size`` of workspace, plus
             ``3 * world_size * min(max_size, quickreduce._C.one_shot_max_bytes(world_size))``
-            (8 MiB on 2 GPUs, else 4 MiB) for the one-shot buffers and ``3 * world_size * min(max_size, 512 KiB)``
+            (8 MiB on 2 GPUs, else 4 MiB) for the one-shot buffers and ``3 * world_size * min(max_size, 2 MiB)``
             for the collectives' small segments (``quickreduce._C.workspace_bytes(world_size, max_size)`` gives it exactly).
         rank, world_size: instead of a group, build a communicator whose handles are exchanged by the
             caller (``ipc_handle()`` / ``set_handles()``), for Ray and other launchers.

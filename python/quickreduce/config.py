@@ -9,7 +9,7 @@
 | QUICKREDUCE_TUNE_FILE      | (unset) | tuning table to use instead of the cached/built-in one     |
 | QUICKREDUCE_PDL            | 1       | 1: launch with programmatic dependent launch (overlaps the previous kernel's tail) |
 | QUICKREDUCE_ALLOW_SHARED_GPU | 0     | 1: ranks may share a GPU, for testing on one GPU (their kernels take turns: slow) |
-| QUICKREDUCE_PACKET_SEGMENT_MAX_KB | 512 | largest segment (KiB) reduce-scatter, all-gather and all-to-all send as flag-in-data packets (exact codecs; 0: never) |
+| QUICKREDUCE_PACKET_SEGMENT_MAX_KB | 2048 | largest segment (KiB) reduce-scatter, all-gather and all-to-all send as flag-in-data packets (exact codecs; 0: never) |
 """
 from __future__ import annotations
 
@@ -80,11 +80,11 @@ def _env_bool(name: str, default: bool) -> bool:
     return raw in ("1", "true", "yes")
 
 
-DEFAULT_PACKET_SEGMENT_MAX_KB = 512  # the kernel's most (kPacketMaxSegmentBytes)
+DEFAULT_PACKET_SEGMENT_MAX_KB = 2048  # the kernel's most (kPacketMaxSegmentBytes)
 
 
 def packet_segment_max_bytes() -> int:
-    """Largest segment the collectives send on the flag-in-data path (0: never; above 512 KiB the
+    """Largest segment the collectives send on the flag-in-data path (0: never; above 2 MiB the
     kernel's own limit applies). Every rank must use the same value."""
     raw = os.environ.get("QUICKREDUCE_PACKET_SEGMENT_MAX_KB", "")
     if raw == "":

@@ -179,19 +179,19 @@ def collective_graph_replays(rank, world_size):
 
 
 def small_segments(rank, world_size):
-    """The flag-in-data path of small exact segments (exchange/packets.cuh): around its 512 KiB limit,
+    """The flag-in-data path of small exact segments (exchange/packets.cuh): around its 2 MiB limit,
     -0.0 kept, the all-ones NaN sent as a NaN with its lowest bit cleared on every rank, equal to the
     slice path (QUICKREDUCE_PACKET_SEGMENT_MAX_KB=0), 1000 graph replays mixing the three collectives
     with the one-shot all-reduce, and a peer that skips a call: PeerTimeoutError within seconds."""
     res = {}
     W = world_size
-    max_size = W * ((512 << 10) + 16)  # the reduce-scatter's input at the largest k below
+    max_size = W * ((2 << 20) + 16)  # the reduce-scatter's input at the largest k below
     comm = qr.Communicator(max_size=max_size, timeout_s=2.0)
     slices = qr.Communicator(max_size=max_size)
     slices.packet_segment_max_bytes = 0  # what QUICKREDUCE_PACKET_SEGMENT_MAX_KB=0 sets
     for dname, dtype in DTYPES.items():
         size = torch.empty((), dtype=dtype).element_size()
-        limit = (512 << 10) // size
+        limit = (2 << 20) // size
         for k in (1, 3, 8, 1023, limit - 1, limit, limit + 1):
             xs = rank_inputs(70_000 + k + size, W * k, dtype, W)
             for y in xs:
