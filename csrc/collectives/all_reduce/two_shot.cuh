@@ -53,9 +53,11 @@ constexpr uint32_t kMaxSlicesPerCopy = 2;
 // kWorld: the world size as a compile-time constant (2, 4, 8: the rank loops unroll and their
 // index arithmetic folds), or 0 for any other size (read from the arguments).
 // The lossless kernels need more than 32 registers (a lane's raw values stay live across the slice's
-// vote, for the rare raw restage): 3 per SM, which also measured faster than 4 (run 49).
+// vote, for the rare raw restage): 3 per SM, which also measured faster than 4 (run 49). So do the
+// rotated ones (the transform's values and shuffles): at 4 per SM they spilled 16-48 bytes, at 3
+// they take 40 registers and no stack, 4-8% faster from 64 MB on 2x H100 (NOTES session 16).
 template <class Codec>
-constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> ? 3 : 4;
+constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> || kIsRotated<Codec> ? 3 : 4;
 // kThreads: the CTA size as a compile-time constant (the slice layout and strides fold), or 0 for
 // blockDim.x.
 template <class Codec, DType D, int kWorld, int kThreads = 0>
