@@ -15,39 +15,62 @@ namespace qr {
 namespace {
 
 constexpr int kThreads = 256;
+// 8 CTAs of 256 threads an SM, as grid_for launches (unbounded, the rotated encode took 40
+// registers, 6 CTAs an SM); the collectives' kernels are register-bounded too (two_shot.cuh).
+constexpr int kCtasPerSm = 8;
+
+// Lanes a thread loads before it works on the first of them: the loop's only memory parallelism
+// (the encode's chain from load to store is long for the rotated codecs: transform, block max).
+// 2 x H100: int4h encode 328.9 -> 317.2 us at 2 (int4 246.7 -> 242.4); the bound of 8 CTAs an SM
+// alone (30 registers, was 40) changed nothing (NOTES session 16, calls 3-4).
+constexpr int kLanesInFlight = 2;
 
 // Every thread of a warp runs every iteration (the block scale and the rotation shuffle across
 // a block's 4 lanes): lanes past the tensor's end load zeros and store nothing.
 template <class Codec, DType D>
-__global__ void __launch_bounds__(kThreads) encode_kernel(const uint16_t* in, uint8_t* wire, size_t numel) {
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) encode_kernel(const uint16_t* in, uint8_t* wire, size_t numel) {
   using IO = LaneIO<Codec, D>;
   const auto sl = SliceLayout<Codec>::make((numel + kBlockValues - 1) / kBlockValues * kBlockValues);
-  const size_t stride = size_t(gridDim.x) * kThreads;
-  for (size_t first = size_t(blockIdx.x) * kThreads; first < sl.lanes; first += stride) {
-    const size_t lane = first + threadIdx.x;
-    float v[kLaneValues];
-    load_lane<D>(in + lane * kLaneValues, ptrdiff_t(numel) - ptrdiff_t(lane * kLaneValues), v);
-    if constexpr (kIsRotated<Codec>) rotate_lane(v);
-    typename Codec::Packed p;
-    const uint16_t scale = IO::encode(v, p);
-    if (lane < sl.lanes) IO::store(wire, sl, int(lane), p, scale);
+  const size_t stride = size_t(gridDim.x) * kThreads * kLanesInFlight;
+  for (size_t first = size_t(blockIdx.x) * kThreads * kLanesInFlight; first < sl.lanes; first += stride) {
+    float v[kLanesInFlight][kLaneValues];
+#pragma unroll
+    for (int u = 0; u < kLanesInFlight; ++u) {
+      const size_t lane = first + size_t(u) * kThreads + threadIdx.x;
+      load_lane<D>(in + lane * kLaneValues, ptrdiff_t(numel) - ptrdiff_t(lane * kLaneValues), v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kLanesInFlight; ++u) {
+      const size_t lane = first + size_t(u) * kThreads + threadIdx.x;
+      if constexpr (kIsRotated<Codec>) rotate_lane(v[u]);
+      typename Codec::Packed p;
+      const uint16_t scale = IO::encode(v[u], p);
+      if (lane < sl.lanes) IO::store(wire, sl, int(lane), p, scale);
+    }
   }
 }
 
 template <class Codec, DType D>
-__global__ void __launch_bounds__(kThreads) decode_kernel(const uint8_t* wire, uint16_t* out, size_t numel) {
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_kernel(const uint8_t* wire, uint16_t* out, size_t numel) {
   using IO = LaneIO<Codec, D>;
   const auto sl = SliceLayout<Codec>::make((numel + kBlockValues - 1) / kBlockValues * kBlockValues);
-  const size_t stride = size_t(gridDim.x) * kThreads;
-  for (size_t first = size_t(blockIdx.x) * kThreads; first < sl.lanes; first += stride) {
-    const size_t lane = first + threadIdx.x;
-    typename Codec::Packed p{};
-    uint16_t scale = 0;
-    if (lane < sl.lanes) scale = IO::load(wire, sl, int(lane), p, nullptr);
-    float v[kLaneValues];
-    IO::decode(p, scale, v);
-    if constexpr (kIsRotated<Codec>) unrotate_lane(v);
-    store_lane<D>(out + lane * kLaneValues, ptrdiff_t(numel) - ptrdiff_t(lane * kLaneValues), v);
+  const size_t stride = size_t(gridDim.x) * kThreads * kLanesInFlight;
+  for (size_t first = size_t(blockIdx.x) * kThreads * kLanesInFlight; first < sl.lanes; first += stride) {
+    typename Codec::Packed p[kLanesInFlight]{};
+    uint16_t scale[kLanesInFlight]{};
+#pragma unroll
+    for (int u = 0; u < kLanesInFlight; ++u) {
+      const size_t lane = first + size_t(u) * kThreads + threadIdx.x;
+      if (lane < sl.lanes) scale[u] = IO::load(wire, sl, int(lane), p[u], nullptr);
+    }
+#pragma unroll
+    for (int u = 0; u < kLanesInFlight; ++u) {
+      const size_t lane = first + size_t(u) * kThreads + threadIdx.x;
+      float v[kLaneValues];
+      IO::decode(p[u], scale[u], v);
+      if constexpr (kIsRotated<Codec>) unrotate_lane(v);
+      store_lane<D>(out + lane * kLaneValues, ptrdiff_t(numel) - ptrdiff_t(lane * kLaneValues), v);
+    }
   }
 }
 
@@ -56,8 +79,8 @@ int grid_for(size_t numel) {
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   const size_t lanes = (numel + kLaneValues - 1) / kLaneValues;
-  const size_t needed = (lanes + kThreads - 1) / kThreads;
-  return int(needed < size_t(sms) * 8 ? needed : size_t(sms) * 8);  // 8 CTAs of 256 fill an SM
+  const size_t needed = (lanes + size_t(kThreads) * kLanesInFlight - 1) / (size_t(kThreads) * kLanesInFlight);
+  return int(needed < size_t(sms) * kCtasPerSm ? needed : size_t(sms) * kCtasPerSm);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-# The transposed rotated domain of lab/wip/rotation-transposed.patch, simulated lane by lane in numpy
+# The transposed rotated domain of lab/wip/rotation-transposed.patch (removed in session 16: git show 90dbb98:lab/wip/rotation-transposed.patch), simulated lane by lane in numpy
 # (4 threads of 8 registers, the shuffles as copies): forward == oracle rotate, inverse (butterflies
 # 8, 16, 1, 2, 4) == the patched oracle unrotate, bit for bit. Run after `git apply` of the patch.
 import os, sys
