@@ -45,8 +45,9 @@ QR_HD constexpr size_t one_shot_max_bytes(int world_size) { return size_t(world_
 // below 4 MiB neither way measured faster.
 constexpr size_t kOneShotEmptyOnReadBytes = size_t(4) << 20;
 // The segment exchange's small-message path (exchange/packets.cuh): vector p of a segment belongs
-// to CTA (p / kPacketThreads) % kPacketBlocks; one vector a thread up to kPacketMaxSegmentBytes,
-// the largest segment it takes (the default; Communicator::exchange's packet_max_bytes lowers it).
+// to CTA (p / kPacketThreads) % kPacketBlocks (a grid stride: one vector a thread up to 512 KiB,
+// four at kPacketMaxSegmentBytes, the largest segment it takes; Communicator::exchange's
+// packet_max_bytes lowers it).
 constexpr int kPacketBlocks = 256;
 constexpr int kPacketThreads = 128;
 constexpr int kPacketControlThreads = 32;

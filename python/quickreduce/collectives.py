@@ -19,11 +19,12 @@ _KINDS = {"all_gather": _C.EXCHANGE_ALL_GATHER, "all_to_all": _C.EXCHANGE_ALL_TO
 DTYPE_IDS = {torch.float16: _C.DTYPE_FLOAT16, torch.bfloat16: _C.DTYPE_BFLOAT16, torch.float32: _C.DTYPE_FLOAT32}
 
 
-def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor) -> str:
+def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor, even: bool = True) -> str:
     """The codec name a collective runs: the call's, else the communicator's per-collective default.
     ``auto`` is the exact passthrough; ``auto:<codec>`` the tuning table's fastest codec at most that
     lossy for this collective, dtype and size (tuning.choose_collective: the bound codec itself while
-    the table holds no measurement of the collective)."""
+    the table holds no measurement of the collective), except where the passthrough's segments take
+    the flag-in-data path (`takes_packets`): there it stays exact."""
     name = codec if codec is not None else comm.codec_for(collective)
     if not isinstance(name, str):
         raise TypeError(f"codec must be a string, got {type(name).__name__}")
@@ -35,9 +36,22 @@ def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor) 
         bound = codecs.canonical(lowered.split(":", 1)[1])
         if collective == "all_reduce":  # the fp32 all-reduce: reduce-scatter + all-gather
             collective = "reduce_scatter"
+        if even and takes_packets(comm, collective, x):
+            return "fp16"  # the exact passthrough, as "auto"
         chosen = tuning.choose_collective(comm.tune_table(), collective, x.numel() * x.element_size(), x.dtype, bound)
         return codecs.canonical(chosen)
     return codecs.canonical(lowered)
+
+
+def takes_packets(comm, collective: str, x: torch.Tensor) -> bool:
+    """Whether the exact passthrough of an even collective of input `x` sends its segments on the
+    flag-in-data path (communicator.cpp: segments of at most the packet limit and max_size). There
+    it is faster than any codec's slice path: on 2x H100 (bf16) 6.5-13.7 us at 2-4 MB where every
+    codec measured 15-19 us at 2 MB and the slice path starts at ~11 us (bench/NOTES.md, session 16),
+    so an ``auto:<codec>`` bound never trades exactness for speed there."""
+    values = x.numel() if collective == "all_gather" else x.numel() // comm.world_size
+    segment = values * x.element_size()
+    return 0 < segment <= min(comm.packet_segment_max_bytes, comm.max_size)
 
 
 def _rows(t: torch.Tensor) -> int:
@@ -131,7 +145,7 @@ def all_to_all(comm, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec:
         raise ValueError(f"out has {out.shape[0]} rows; output_split_sizes {recv} add up to {sum(recv)}")
     send_values, recv_values = [s * row for s in send], [r * row for r in recv]
     even = input_split_sizes is None and output_split_sizes is None
-    _run(comm, "all_to_all", x, out, resolve_codec(comm, "all_to_all", codec, x), send_values, recv_values, even)
+    _run(comm, "all_to_all", x, out, resolve_codec(comm, "all_to_all", codec, x, even), send_values, recv_values, even)
     return out
 
 

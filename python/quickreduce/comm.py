@@ -38,7 +38,7 @@ class Communicator:
         group: a ``torch.distributed`` process group (default: WORLD); its backend only carries the
             one-time handle exchange (and the ``nccl`` fallback of ``codec="auto"``).
         max_size: largest message in bytes (default ``QUICKREDUCE_MAX_SIZE_MB``, 128 MiB). Each GPU
-            allocates about ``2 * max_size`` of workspace, plus
+            allocates about ``3 * max_size`` of workspace, plus
             ``3 * world_size * min(max_size, quickreduce._C.one_shot_max_bytes(world_size))``
             (8 MiB on 2 GPUs, else 4 MiB) for the one-shot buffers and ``3 * world_size * min(max_size, 2 MiB)``
             for the collectives' small segments (``quickreduce._C.workspace_bytes(world_size, max_size)`` gives it exactly).

@@ -272,6 +272,39 @@ def test_collective_codecs_from_the_table_and_without_it():
         tuning.table_from_dict({**base, "collectives": {"all_gather": {"bf16": [{"max_bytes": 5, "lossy": {}}]}}})
 
 
+def test_auto_bound_stays_exact_where_the_segments_take_packets():
+    """auto:<codec> runs the exact passthrough where its segments take the flag-in-data path (faster
+    than any codec's slice path there), and the table's choice above that."""
+    import types
+
+    import torch
+
+    from quickreduce import collectives
+
+    lossy_everywhere = tuning.table_from_dict({
+        "format": 2, "gpu": "h100", "world_size": 2,
+        "dtypes": {"bf16": [{"max_bytes": None, "lossless": "two_shot", "lossy": {}}]},
+        "collectives": {name: {"bf16": [{"max_bytes": None, "lossy": {"int4": "int4"}}]}
+                        for name in ("reduce_scatter", "all_gather", "all_to_all")}})
+    comm = types.SimpleNamespace(world_size=2, packet_segment_max_bytes=2 << 20, max_size=64 << 20,
+                                 tune_table=lambda: lossy_everywhere, codec_for=lambda name: "auto:int4")
+
+    def codec(collective, megabytes, even=True, **changes):
+        for key, value in changes.items():
+            setattr(comm, key, value)
+        x = torch.empty(megabytes * (1 << 20) // 2, dtype=torch.bfloat16)
+        return collectives.resolve_codec(comm, collective, None, x, even)
+
+    assert codec("reduce_scatter", 4) == "fp16"  # 2 MiB segments: packets, exact
+    assert codec("reduce_scatter", 8) == "int4"  # 4 MiB segments: the slice path, the table's codec
+    assert codec("all_gather", 2) == "fp16"  # an all-gather's segment is its whole input
+    assert codec("all_gather", 4) == "int4"
+    assert codec("all_to_all", 4) == "fp16"
+    assert codec("all_to_all", 4, even=False) == "int4"  # split sizes given: no packets
+    assert codec("reduce_scatter", 4, packet_segment_max_bytes=0) == "int4"  # packets switched off
+    assert codec("reduce_scatter", 4, packet_segment_max_bytes=2 << 20, max_size=1 << 20) == "int4"
+
+
 # --------------------------------------------------------------------------- per-collective entries
 
 H100 = "NVIDIA H100 80GB HBM3"

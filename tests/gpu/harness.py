@@ -149,14 +149,14 @@ def replay_checked(run, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
             bits = _BITS[o.element_size()]
             wrong.add_((o.view(bits) != w.view(bits)).sum())
 
+    assert all(len(entry) == len(inputs) + len(outputs) for entry in bank), "bank entries: inputs then outputs"
+
     def load(b):
         for dst, src in zip([*inputs, *want], bank[b]):
             dst.copy_(src)
 
     load(0)
-    g = capture_graph(body)  # the warm-up call is checked too (it adds to `wrong` before the reset)
-    torch.cuda.synchronize()
-    wrong.zero_()
+    g = capture_graph(body)  # its warm-up call runs (and is counted); the capture runs nothing
     for it in range(replays):
         load(it % len(bank))
         g.replay()
