@@ -32,6 +32,10 @@ void register_comm(nb::module_& m) {
 
   m.def("workspace_bytes", [](int world_size, size_t max_bytes) { return qr::WorkspaceLayout::make(world_size, max_bytes).total; },
         "world_size"_a, "max_bytes"_a, "Device memory one rank's workspace takes for this world size and max_size.");
+  m.def("packet_path_fits", [](int world_size, size_t max_bytes, size_t segment_bytes, size_t packet_max_bytes) {
+          return qr::WorkspaceLayout::make(world_size, max_bytes).packet_path_fits(segment_bytes, packet_max_bytes);
+        }, "world_size"_a, "max_bytes"_a, "segment_bytes"_a, "packet_max_bytes"_a,
+        "Whether an even exact segment of this size takes the collectives' flag-in-data path.");
 
   m.def("codec_wire_bytes", [](size_t numel, int codec) { return qr::codec_wire_bytes(numel, qr::CodecId(codec)); },
         "numel"_a, "codec"_a, "Bytes a tensor of numel values takes encoded (planes and scales), for codec_speed.");

@@ -225,9 +225,8 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
   args.aligned = aligned ? 1 : 0;
   if (codec == CodecId::kLossless) codec = CodecId::kPassthrough;  // the same bits, the same wire here
   DeviceGuard guard(device_);
-  const size_t segment_bytes = send_counts[0] * elem;
-  if (threads == 0 && codec == CodecId::kPassthrough && !args.sizes_cross && segment_bytes > 0 &&
-      segment_bytes <= std::min(packet_max_bytes, layout_.packet_vectors * 16)) {
+  if (threads == 0 && codec == CodecId::kPassthrough && !args.sizes_cross &&
+      layout_.packet_path_fits(send_counts[0] * elem, packet_max_bytes)) {
     args.signature = exchange_signature(kind, send_counts[0], dtype, codec, kPacketPath);
     QR_CUDA_CHECK(launch_exchange_packets(args, dtype, reinterpret_cast<cudaStream_t>(stream)));
     return;

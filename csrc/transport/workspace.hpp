@@ -132,6 +132,12 @@ struct WorkspaceLayout {
   size_t packet_vectors;              // small-segment vectors per buffer and source
   size_t max_exchange_slices;         // most slices one exchange segment can have
 
+  // Whether an even passthrough segment of this many bytes takes the flag-in-data path
+  // (Communicator::exchange; Python asks it too, to keep `auto:<codec>` exact there).
+  bool packet_path_fits(size_t segment_bytes, size_t packet_max_bytes) const {
+    return segment_bytes > 0 && segment_bytes <= std::min(packet_max_bytes, packet_vectors * 16);
+  }
+
   static WorkspaceLayout make(int world_size, size_t max_bytes) {
     WorkspaceLayout w{};
     size_t max_values = max_bytes / 2;

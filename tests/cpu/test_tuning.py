@@ -303,6 +303,8 @@ def test_auto_bound_stays_exact_where_the_segments_take_packets():
     assert codec("all_to_all", 4, even=False) == "int4"  # split sizes given: no packets
     assert codec("reduce_scatter", 4, packet_segment_max_bytes=0) == "int4"  # packets switched off
     assert codec("reduce_scatter", 4, packet_segment_max_bytes=2 << 20, max_size=1 << 20) == "int4"
+    # a limit above the kernel's 2 MiB does not make 4 MiB segments packets
+    assert codec("reduce_scatter", 8, packet_segment_max_bytes=4 << 20, max_size=64 << 20) == "int4"
 
 
 # --------------------------------------------------------------------------- per-collective entries
