@@ -26,6 +26,11 @@ SEGMENTS = (33, 4097, 100_001)  # values per segment: small (flag-in-data path) 
 # and codec still (racecheck at 8 ranks on one shared GPU does not fit a device call otherwise).
 if os.environ.get("QR_SANITIZE_SHORT") == "1":
     SIZES, SEGMENTS = SIZES[:3], SEGMENTS[:2]
+# QR_SANITIZE_PARTS: a comma list of the parts to run (default all of them).
+PARTS = ("all_reduce", "collectives", "epilogue")
+SELECTED = os.environ.get("QR_SANITIZE_PARTS", ",".join(PARTS)).split(",")
+if not set(SELECTED) <= set(PARTS):
+    sys.exit(f"QR_SANITIZE_PARTS={','.join(SELECTED)}: the parts are {','.join(PARTS)}")
 
 
 def run(rank, world, port, failures):
@@ -48,7 +53,7 @@ def run(rank, world, port, failures):
             wrong.append(f"{key}: ranks differ")
 
     # Large, small, large again: a one-shot clears what the previous call left in its buffers.
-    for n in SIZES + SIZES[::-1]:
+    for n in (SIZES + SIZES[::-1]) * ("all_reduce" in SELECTED):
         xs = scenarios.inputs_for(n, n, torch.bfloat16, world)
         exact = scenarios.exact_passthrough(xs)
         for algo in ("one_shot", "two_shot"):
@@ -65,7 +70,7 @@ def run(rank, world, port, failures):
               want=scenarios.exact_passthrough(wides))
     # The segment collectives (exchange kernel), with odd and uneven sizes, checked against the twin.
     import collective_scenarios as cs
-    for k in SEGMENTS:
+    for k in SEGMENTS * ("collectives" in SELECTED):
         for dname in ("bf16", "fp32"):
             xs = cs.rank_inputs(k, world * k, cs.DTYPES[dname], world)
             for codec in ("fp16", "fp8", "int4", "int6h"):
@@ -88,9 +93,9 @@ def run(rank, world, port, failures):
             if cs.same_values(out, cs.twin_all_to_all(ys, dname, "int6", rows, rank)) is not None:
                 wrong.append(f"all_to_all uneven/{dname}/k={k}: GPU != twin")
     # The add + RMSNorm epilogue after the one-shot and the two-shot (rows in registers, and the
-    # chunked path above hidden 16384), with FP8 output per token: the same bits on every rank and
-    # residual_out equal to torch's add of the all-reduce's output.
-    for tokens, hidden in ((3, 1024), (2, 8192), (1, 20480)):
+    # chunked path above hidden 16384), with and without FP8 output per token: the same bits on every
+    # rank and residual_out equal to torch's add of the all-reduce's output.
+    for tokens, hidden in ((3, 1024), (2, 8192), (1, 20480)) * ("epilogue" in SELECTED):
         x = torch.randn(tokens, hidden, generator=torch.Generator(device="cuda").manual_seed(hidden + rank),
                         device="cuda").bfloat16()
         shared = torch.Generator(device="cuda").manual_seed(hidden)  # residual and weight: the same on every rank
@@ -98,12 +103,14 @@ def run(rank, world, port, failures):
         weight = torch.rand(hidden, generator=shared, device="cuda").bfloat16()
         for codec in ("bf16", "int4"):
             summed = comm.all_reduce(x, codec=codec)
-            out, res_out, codes, _ = comm.all_reduce_add_rmsnorm(x, residual, weight, 1e-6, codec=codec,
-                                                                 fp8="per_token")
+            out, res_out = comm.all_reduce_add_rmsnorm(x, residual, weight, 1e-6, codec=codec)
             check(f"epilogue/{codec}/{tokens}x{hidden}", out)
+            _, res_fp8, codes, _ = comm.all_reduce_add_rmsnorm(x, residual, weight, 1e-6, codec=codec,
+                                                               fp8="per_token")
             check(f"epilogue fp8/{codec}/{tokens}x{hidden}", codes.view(torch.int16))
-            if not torch.equal(res_out, summed + residual):
-                wrong.append(f"epilogue/{codec}/{tokens}x{hidden}: residual_out != all_reduce(x) + residual")
+            for key, got in (("", res_out), (" fp8", res_fp8)):
+                if not torch.equal(got, summed + residual):
+                    wrong.append(f"epilogue{key}/{codec}/{tokens}x{hidden}: residual_out != all_reduce(x) + residual")
     comm.check()
     comm.close()
     dist.destroy_process_group()
@@ -122,5 +129,5 @@ if __name__ == "__main__":
         print(msg)
     if wrong:
         sys.exit(f"sanitize_run: {len(wrong)} wrong results")
-    print(f"sanitize_run: done, every result right ({len(SIZES) * 2} all-reduce sizes, every path; "
-          "reduce-scatter, all-gather, all-to-all even and uneven; the add + RMSNorm epilogue)")
+    print(f"sanitize_run: done, every result right (parts {','.join(SELECTED)}: {len(SIZES) * 2} all-reduce sizes, "
+          "every path; reduce-scatter, all-gather, all-to-all even and uneven; the add + RMSNorm epilogue)")

@@ -27,6 +27,17 @@ struct AllReduceArgs {
 };
 static_assert(std::is_trivially_copyable_v<AllReduceArgs>, "kernel args are copied by value");
 
+// The add + RMSNorm epilogue the fused one-shot runs on the summed rows (docs/codec-spec.md, "Add +
+// RMSNorm epilogue"; out = AllReduceArgs::out).
+struct RowEpilogueArgs {
+  const void* residual;
+  const void* weight;
+  void* residual_out;
+  float eps;
+  uint32_t hidden;  // a multiple of kFusedRowValues: a thread-block cluster of hidden / 1024 CTAs a row
+};
+static_assert(std::is_trivially_copyable_v<RowEpilogueArgs>, "kernel args are copied by value");
+
 // The segment collectives (collectives/exchange/): what moves where, as element counts.
 enum class ExchangeKind : int { kAllGather = 0, kAllToAll = 1, kReduceScatter = 2 };
 

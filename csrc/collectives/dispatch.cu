@@ -42,6 +42,39 @@ cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t
   });
 }
 
+int fused_one_shot_resident_ctas(int device) {
+  int sms = 0, per_sm = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, one_shot_add_rmsnorm_kernel<DType::kBFloat16>,
+                                                kOneShotThreads + kOneShotControlThreads, 0);
+  return sms * per_sm;
+}
+
+cudaError_t launch_one_shot_add_rmsnorm(const AllReduceArgs& args, const RowEpilogueArgs& epilogue, DType dtype,
+                                        cudaStream_t stream) {
+  return dispatch_dtype(dtype, [&](auto d) {  // fp16 and bf16 (dispatch_dtype throws for others)
+    auto* kernel = one_shot_add_rmsnorm_kernel<decltype(d)::value>;
+    const unsigned ctas = epilogue.hidden / kFusedRowValues;  // a cluster a row
+    // 16-CTA clusters are H100's non-portable size (set once a process, for every row length).
+    static const cudaError_t allowed = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (ctas > 8 && allowed != cudaSuccess) return allowed;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned(args.numel / kFusedRowValues));
+    cfg.blockDim = dim3(kOneShotThreads + kOneShotControlThreads);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = ctas;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = args.pdl ? 2 : 1;
+    return cudaLaunchKernelEx(&cfg, kernel, args, epilogue);
+  });
+}
+
 namespace {
 // CTAs that fit at once on the whole device for this kernel and CTA size: the two-shot grid never
 // exceeds it, so every CTA a peer waits for is resident. Cached per (kernel, CTA size): the

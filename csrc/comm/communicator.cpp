@@ -184,6 +184,41 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
   }
 }
 
+bool Communicator::fused_add_rmsnorm_fits(size_t rows, size_t hidden) const {
+  const size_t numel = rows * hidden;
+  if (fused_resident_ctas_ < 0) {
+    DeviceGuard guard(device_);
+    fused_resident_ctas_ = fused_one_shot_resident_ctas(device_);
+  }
+  return rows > 0 && hidden % kFusedRowValues == 0 && hidden / kFusedRowValues >= size_t(kFusedMinClusterCtas) &&
+         hidden / kFusedRowValues <= size_t(kFusedMaxClusterCtas) &&
+         numel <= size_t(std::min(fused_resident_ctas_, kOneShotBlocks)) * kFusedRowValues &&
+         numel * 2 <= kFusedOneShotMaxBytes && numel * 2 <= one_shot_max_bytes() && numel * 2 <= max_bytes_;
+}
+
+void Communicator::all_reduce_add_rmsnorm(uintptr_t in, uintptr_t out, uintptr_t residual, uintptr_t weight,
+                                          uintptr_t residual_out, size_t rows, size_t hidden, float eps, DType dtype,
+                                          uintptr_t stream, bool pdl) {
+  require_usable();
+  check();
+  if (dtype == DType::kFloat32) throw std::invalid_argument("the fused add + RMSNorm takes float16 and bfloat16");
+  if (!fused_add_rmsnorm_fits(rows, hidden))
+    throw std::invalid_argument("the fused add + RMSNorm takes rows of a multiple of 1024 values from 2048 to 16384, "
+                                "at most " + std::to_string(std::min(one_shot_max_bytes(), kFusedOneShotMaxBytes)) +
+                                " bytes; got " + std::to_string(rows) + " x " + std::to_string(hidden));
+  if ((in | out | residual | weight | residual_out) % 16)
+    throw std::invalid_argument("the fused add + RMSNorm's tensors must be 16-byte aligned");
+  AllReduceArgs args{};
+  fill_common(args, in, out, pdl);
+  args.numel = rows * hidden;
+  // A plain one-shot of the same size on a peer (or another row length) is a different call.
+  args.signature = call_signature(args.numel, dtype, CodecId::kPassthrough, Algo(0x200 + int(hidden / 8)));
+  const RowEpilogueArgs epilogue{reinterpret_cast<const void*>(residual), reinterpret_cast<const void*>(weight),
+                                 reinterpret_cast<void*>(residual_out), eps, uint32_t(hidden)};
+  DeviceGuard guard(device_);
+  QR_CUDA_CHECK(launch_one_shot_add_rmsnorm(args, epilogue, dtype, reinterpret_cast<cudaStream_t>(stream)));
+}
+
 void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DType dtype, CodecId codec,
                             const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts,
                             uintptr_t stream, bool pdl, int threads, bool even_splits, size_t packet_max_bytes) {

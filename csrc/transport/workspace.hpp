@@ -36,6 +36,17 @@ constexpr int kMaxWorldSize = 8;
 constexpr int kOneShotBlocks = 1056;
 constexpr int kOneShotThreads = 128;        // data threads per one-shot CTA
 constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the peers' calls
+// The one-shot with the add + RMSNorm epilogue fused in: a row of hidden values is hidden / 1024
+// whole CTAs (128 lanes of 8 values each), a thread-block cluster, at most 16 CTAs (hidden 16384).
+constexpr int kFusedRowValues = kOneShotThreads * 8;
+constexpr int kFusedMaxClusterCtas = 16;
+// At least 2: st.async into a one-CTA cluster is an invalid shared write to compute-sanitizer's
+// memcheck (hidden 1024, session 17), and at 1024 FlashInfer's fused op was as fast at 8-16 KiB.
+constexpr int kFusedMinClusterCtas = 2;
+// Largest all-reduce the fused one-shot takes: above it the one-shot and then the epilogue kernel
+// measured faster (2x H200, hidden 4096: 4.71 against 4.86 us at 256 KiB, 5.61 against 6.32 at 512
+// KiB; 3.71 against 3.42 at 8 KiB; bench/NOTES.md session 17). Every rank computes the same route.
+constexpr size_t kFusedOneShotMaxBytes = 256 << 10;
 // Largest message the one-shot accepts. On 2 GPUs it moves the same bytes as the two-shot with one
 // crossing instead of two, and measured faster up to 8 MiB (8 MiB: 30.5 against 32.7 us; 12 MiB:
 // 46.0 against 44.5; bench/NOTES.md change 26); on more GPUs it moves W-1 times the message.

@@ -82,6 +82,7 @@ class Communicator:
                 raise ValueError(f"codecs has key {name!r}; keys are {config.COLLECTIVES}")
             self.codecs[name] = codec
         self.pdl = config.pdl()  # programmatic dependent launch for our kernels
+        self.fused_epilogue = config.fused_epilogue()  # all_reduce_add_rmsnorm in one kernel where it fits
         self.packet_segment_max_bytes = config.packet_segment_max_bytes()  # the collectives' small path
         self.two_shot_groups = 0  # pipeline depth knob for tuning (0 = built-in default)
         self._table = None

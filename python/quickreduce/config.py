@@ -8,6 +8,7 @@
 | QUICKREDUCE_TIMEOUT_S      | 10      | how long a kernel waits for a peer before giving up        |
 | QUICKREDUCE_TUNE_FILE      | (unset) | tuning table to use instead of the cached/built-in one     |
 | QUICKREDUCE_PDL            | 1       | 1: launch with programmatic dependent launch (overlaps the previous kernel's tail) |
+| QUICKREDUCE_FUSED_EPILOGUE | 1       | 1: all_reduce_add_rmsnorm runs the one-shot and the epilogue in one kernel where the shape allows |
 | QUICKREDUCE_ALLOW_SHARED_GPU | 0     | 1: ranks may share a GPU, for testing on one GPU (their kernels take turns: slow) |
 | QUICKREDUCE_PACKET_SEGMENT_MAX_KB | 2048 | largest segment (KiB) reduce-scatter, all-gather and all-to-all send as flag-in-data packets (exact codecs; 0: never) |
 """
@@ -100,6 +101,10 @@ def packet_segment_max_bytes() -> int:
 
 def pdl() -> bool:
     return _env_bool("QUICKREDUCE_PDL", True)
+
+
+def fused_epilogue() -> bool:
+    return _env_bool("QUICKREDUCE_FUSED_EPILOGUE", True)
 
 
 def allow_shared_gpu() -> bool:

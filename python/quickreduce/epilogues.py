@@ -82,7 +82,27 @@ def all_reduce_add_rmsnorm(comm, x: torch.Tensor, residual: torch.Tensor, weight
                            fp8_scale: Optional[torch.Tensor] = None):
     """See Communicator.all_reduce_add_rmsnorm."""
     rows, hidden = check_args(x, residual, weight, eps, out, residual_out, fp8, fp8_scale)
-    summed = comm.all_reduce(x, out=out if out is not None else torch.empty_like(x), codec=codec)
     if residual_out is None:
         residual_out = torch.empty_like(x)
+    comm._check_tensor(x, "x", _DTYPE_IDS)  # contiguous, on this communicator's device, open
+    if fp8 is None and _fuses(comm, x, codec, rows, hidden):
+        out = out if out is not None else torch.empty_like(x)
+        comm._c.all_reduce_add_rmsnorm(x.data_ptr(), out.data_ptr(), residual.data_ptr(), weight.data_ptr(),
+                                       residual_out.data_ptr(), rows, hidden, float(eps), _DTYPE_IDS[x.dtype],
+                                       torch.cuda.current_stream(x.device).cuda_stream, pdl=comm.pdl)
+        return out, residual_out
+    summed = comm.all_reduce(x, out=out if out is not None else torch.empty_like(x), codec=codec)
     return _launch(summed, residual, weight, eps, summed, residual_out, fp8, fp8_scale, rows, hidden)
+
+
+def _fuses(comm, x: torch.Tensor, codec: Optional[str], rows: int, hidden: int) -> bool:
+    """Whether the call runs as one kernel (one_shot_add_rmsnorm_kernel): the all-reduce would run
+    the one-shot (an exact codec at a size where the table picks it), the rows are whole clusters of
+    CTAs (hidden a multiple of 1024 from 2048 to 16384), the tensor is at most 256 KiB and the fused
+    path is on (QUICKREDUCE_FUSED_EPILOGUE).
+    The bits are the same either way."""
+    if not comm.fused_epilogue or x.dtype not in _DTYPE_IDS or not comm._c.fused_add_rmsnorm_fits(rows, hidden):
+        return False
+    name = codec if codec is not None else comm.codec_for("all_reduce")
+    algo, _ = comm._plan(x.numel() * x.element_size(), x.dtype, name, "auto")
+    return algo == "one_shot"

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 import quickreduce as qr
 from quickreduce import oracle
@@ -125,6 +126,90 @@ def epilogue_in_place_and_graphs(rank, world_size):
     wrong = harness.replay_checked(body, [gx, gr], outs, bank, int(os.environ.get("QR_EPILOGUE_REPLAYS", "200")))
     res["graph replays correct"] = None if wrong == 0 else f"{wrong} wrong elements"
     comm.check()
+    comm.close()
+    return res
+
+
+def epilogue_fused_one_shot(rank, world_size):
+    """The one-shot with the epilogue in the same kernel (a thread-block cluster of hidden / 1024 CTAs
+    a row) against the two-kernel path (QUICKREDUCE_FUSED_EPILOGUE=0): the same bits for both dtypes
+    and every row shape it takes, in place too, over 200 graph replays; identical on all ranks; a peer
+    that skips a call gives PeerTimeoutError; a peer making the two-kernel call gives an error."""
+    from quickreduce import epilogues
+
+    res = {}
+    eps = 1e-5
+    comm = qr.Communicator(max_size=8 << 20)
+
+    def both(x, residual, weight):  # an exact codec: the one-shot (QUICKREDUCE_QUANTIZATION aside)
+        codec = "bf16" if x.dtype == torch.bfloat16 else "fp16"
+        comm.fused_epilogue = True
+        fused = comm.all_reduce_add_rmsnorm(x, residual, weight, eps, codec=codec)
+        fused = tuple(t.clone() for t in fused)
+        comm.fused_epilogue = False
+        return fused, comm.all_reduce_add_rmsnorm(x, residual, weight, eps, codec=codec)
+
+    # Rows of 2 to 16 CTAs (7 and 12 too) take the fused kernel up to its largest call, 256 KiB
+    # (16 x 8192, kFusedOneShotMaxBytes); above it (17 x 8192, 64 x 4096), for a row of one CTA (1024)
+    # and for a row that is not whole CTAs (2560) the two-kernel path runs.
+    shapes = [(2, 2048), (1, 4096), (5, 4096), (16, 8192), (3, 16384), (2, 12288), (1, 7168),
+              (17, 8192), (64, 4096), (4, 1024), (3, 2560)]
+    fused_shapes = shapes[:7]
+    for dname, dtype in DTYPES.items():
+        for tokens, hidden in shapes:
+            x, residual, weight = _inputs(tokens * 7 + hidden, tokens, hidden, dtype, rank)
+            key = f"{dname}/{tokens}x{hidden}"
+            comm.fused_epilogue = True
+            fuses, want_fused = epilogues._fuses(comm, x, dname, tokens, hidden), (tokens, hidden) in fused_shapes
+            res[f"{key}/route"] = None if fuses == want_fused else f"fused kernel: {fuses}, expected {want_fused}"
+            (out, res_out), (want_out, want_res) = both(x, residual, weight)
+            res[f"{key}/out"] = same_values(out, want_out)
+            res[f"{key}/residual_out"] = same_values(res_out, want_res)
+            res[f"{key}/same on all ranks"] = None if same_on_all_ranks(out) else "ranks differ"
+            xi, ri = x.clone(), residual.clone()  # in place: out=x, residual_out=residual
+            comm.fused_epilogue = True
+            comm.all_reduce_add_rmsnorm(xi, ri, weight, eps, codec=dname, out=xi, residual_out=ri)
+            res[f"{key}/in place"] = same_values(xi, want_out) or same_values(ri, want_res)
+    # 200 graph replays of the fused call with new inputs, checked against the two-kernel path's bits.
+    tokens, hidden = 4, 4096
+    weight = _inputs(500, tokens, hidden, torch.bfloat16, rank)[2]
+    bank = []
+    for b in range(3):
+        x, residual, _ = _inputs(500 + b, tokens, hidden, torch.bfloat16, rank)
+        comm.fused_epilogue = False
+        bank.append((x, residual, *comm.all_reduce_add_rmsnorm(x, residual, weight, eps, codec="bf16")))
+    comm.fused_epilogue = True
+    gx, gr = torch.empty_like(bank[0][0]), torch.empty_like(bank[0][1])
+    outs = [torch.empty_like(gx), torch.empty_like(gr)]
+
+    def body():
+        comm.all_reduce_add_rmsnorm(gx, gr, weight, eps, codec="bf16", out=outs[0], residual_out=outs[1])
+
+    wrong = harness.replay_checked(body, [gx, gr], outs, bank, int(os.environ.get("QR_EPILOGUE_REPLAYS", "200")))
+    res["graph replays correct"] = None if wrong == 0 else f"{wrong} wrong elements"
+    comm.check()
+    comm.close()
+    # A peer that skips a fused call: the waiting rank's error comes within seconds.
+    x, residual, weight = _inputs(600, 2, 4096, torch.bfloat16, rank)
+    comm = qr.Communicator(max_size=8 << 20, timeout_s=2.0)
+    dist.barrier()
+    if rank == 0:
+        res["peer skips a call"], res["info/peer skips a call"] = harness.expect_peer_timeout(
+            comm, lambda: comm.all_reduce_add_rmsnorm(x, residual, weight, eps, codec="bf16"))
+    dist.barrier()
+    comm.close()
+    # Rank 1 makes the two-kernel call of the same size: an error, never each other's data.
+    comm = qr.Communicator(max_size=8 << 20, timeout_s=2.0)
+    comm.fused_epilogue = rank != 1
+    comm.all_reduce_add_rmsnorm(x, residual, weight, eps, codec="bf16")
+    torch.cuda.synchronize()
+    try:
+        comm.check()
+        res["fused against two-kernel"] = None if rank > 1 else "no error"
+    except (qr.CallMismatchError, qr.PeerTimeoutError) as e:
+        res["fused against two-kernel"] = None
+        res["info/fused against two-kernel"] = f"rank {rank}: {type(e).__name__}: {e}"
+    dist.barrier()
     comm.close()
     return res
 

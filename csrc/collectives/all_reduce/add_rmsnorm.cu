@@ -15,6 +15,7 @@
 #include <cuda_fp8.h>
 
 #include "collectives/all_reduce/add_rmsnorm.hpp"
+#include "collectives/all_reduce/rmsnorm_row.cuh"
 #include "collectives/pdl_launch.cuh"
 #include "transport/lanes.cuh"
 #include "transport/primitives.cuh"
@@ -37,13 +38,6 @@ __host__ __device__ int padded_blocks(size_t lanes) {
 
 __device__ __forceinline__ uint4 load16(const uint16_t* p) { return *reinterpret_cast<const uint4*>(p); }
 __device__ __forceinline__ void store16(uint16_t* p, uint4 v) { *reinterpret_cast<uint4*>(p) = v; }
-
-__device__ __forceinline__ float lane_square_sum(const float v[kLaneValues]) {
-  float s = __fmul_rn(v[0], v[0]);
-#pragma unroll
-  for (int i = 1; i < kLaneValues; ++i) s = __fadd_rn(s, __fmul_rn(v[i], v[i]));
-  return s;
-}
 
 // The row's sum of squares from warp_sums[b][w] (the subtree of block b's 32 lanes on warp w):
 // warp lane b sums block b's warps in pairs, then lanes 0 .. blocks-1 combine in pairs (partners
@@ -127,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
         unpack_lane<D>(sums[i], s);
         unpack_lane<D>(held[i], r);
 #pragma unroll
-        for (int v = 0; v < kLaneValues; ++v) r[v] = to_float<D>(from_float<D>(__fadd_rn(s[v], r[v])));
+        for (int v = 0; v < kLaneValues; ++v) r[v] = add_residual<D>(s[v], r[v]);
         held[i] = pack_lane<D>(r);
         store16(res_out + lane_of(c, i) * kLaneValues, held[i]);
         lane_squares[i] = lane_square_sum(r);
@@ -144,7 +138,7 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
   }
   __syncthreads();
   const float squares = row_tree(warp_sums, blocks);
-  const float inv_rms = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(squares, float(H)), a.eps)));
+  const float inv_rms = inverse_rms(squares, H, a.eps);
 
   // Pass 2: y = to_T(to_T(r * inv_rms) * w) (HF / vLLM's rounding), from r's stored bits (a
   // chunked row re-reads its own lanes of residual_out: no barrier needed).
@@ -166,7 +160,7 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
         unpack_lane<D>(weights[i], w);
 #pragma unroll
         for (int v = 0; v < kLaneValues; ++v) {
-          r[v] = to_float<D>(from_float<D>(__fmul_rn(to_float<D>(from_float<D>(__fmul_rn(r[v], inv_rms))), w[v])));
+          r[v] = normed<D>(r[v], inv_rms, w[v]);
           amax = fmaxf(amax, fabsf(r[v]));
         }
         held[i] = pack_lane<D>(r);

@@ -22,6 +22,9 @@
 // No barrier and no data thread waits for anything but data: every extra round trip on the way
 // to the sum showed in the time (bench/NOTES.md changes 21-23).
 #pragma once
+#include <cooperative_groups.h>
+
+#include "collectives/all_reduce/rmsnorm_row.cuh"
 #include "collectives/args.hpp"
 #include "transport/lanes.cuh"
 #include "transport/primitives.cuh"
@@ -69,12 +72,89 @@ __device__ __forceinline__ void accumulate_vector(float acc[kLaneValues], const 
   }
 }
 
+// The fused epilogue's row statistics. A row is a thread-block cluster of hidden / 1024 CTAs; each
+// CTA's 128 lanes are an aligned subtree of the row's pairwise sum-of-squares tree (warp shuffles,
+// then the 4 warps in pairs), each CTA sends its sum to every CTA of the cluster (itself included)
+// with st.async, which completes bytes on the receiving CTA's mbarrier, and each CTA finishes the
+// tree's top levels itself (the same bits in every CTA, as the epilogue kernel's; docs/codec-spec.md).
+// No release fence: a release (cluster.sync()'s arrive) is a MEMBAR.ALL.GPU, which waits for the
+// NVLink and global stores in flight (1.2-1.5 us a call measured on 2x H200; bench/NOTES.md
+// session 17); the mbarrier's transaction count orders the DSMEM data instead.
+__device__ __forceinline__ uint64_t* row_sum_barrier() {
+  __shared__ uint64_t barrier;  // one per CTA: a single phase a call, waited on with parity 0
+  return &barrier;
+}
+
+// At the kernel's start: thread 0 arms this CTA's mbarrier (one arrival: its own expect_tx), then
+// every thread arrives on the cluster barrier (relaxed, but after the init's release fence) and
+// waits on it in normalise_row_in_cluster, before any CTA writes another's shared memory.
+__device__ __forceinline__ void row_sum_barrier_init_and_arrive() {
+  if (threadIdx.x == 0) {
+    const uint32_t bar = uint32_t(__cvta_generic_to_shared(row_sum_barrier()));
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n\tfence.mbarrier_init.release.cluster;" ::"r"(bar) : "memory");
+  }
+  asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+}
+
+template <DType D>
+__device__ __forceinline__ void normalise_row_in_cluster(const AllReduceArgs& a, const RowEpilogueArgs& e, size_t p,
+                                                         bool data_thread, bool has_work, float r[kLaneValues],
+                                                         const uint4& weight) {
+  static_assert(kOneShotThreads == 128, "a CTA's subtree is 4 warps of 32 lanes");
+  __shared__ float warp_squares[kOneShotThreads / 32];
+  __shared__ float cta_squares[kFusedMaxClusterCtas];
+  const uint32_t ctas = cooperative_groups::this_cluster().num_blocks();
+  const uint32_t bar = uint32_t(__cvta_generic_to_shared(row_sum_barrier()));
+  asm volatile("barrier.cluster.wait;" ::: "memory");  // every CTA of the row runs, its mbarrier armed
+  if (data_thread) {
+    float q = lane_square_sum(r);
+#pragma unroll
+    for (int m = 1; m < 32; m *= 2) q = __fadd_rn(q, __shfl_xor_sync(0xffffffffu, q, m));
+    if (threadIdx.x % 32 == 0) warp_squares[threadIdx.x / 32] = q;
+  }
+  __syncthreads();
+  if (threadIdx.x == kOneShotThreads) {  // the control warp's first lane sends
+    uint64_t state;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(bar), "r"(ctas * 4u) : "memory");
+    const float mine = __fadd_rn(__fadd_rn(warp_squares[0], warp_squares[1]), __fadd_rn(warp_squares[2], warp_squares[3]));
+    const uint32_t slot = uint32_t(__cvta_generic_to_shared(&cta_squares[cooperative_groups::this_cluster().block_rank()]));
+    for (uint32_t k = 0; k < ctas; ++k) {
+      uint32_t remote_slot, remote_bar;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(slot), "r"(k));
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(bar), "r"(k));
+      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(remote_slot),
+                   "r"(__float_as_uint(mine)), "r"(remote_bar) : "memory");
+    }
+  }
+  if (!data_thread) return;
+  // Every CTA's sum has landed here once the phase completes; a CTA leaves only after that, so no
+  // CTA's shared memory is written after it exits.
+  for (uint32_t done = 0; !done;)
+    asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(bar) : "memory");
+  uint32_t padded = 1;
+  while (padded < ctas) padded *= 2;
+  float x = threadIdx.x % 32 < ctas ? cta_squares[threadIdx.x % 32] : 0.0f;
+#pragma unroll
+  for (uint32_t m = 1; m < kFusedMaxClusterCtas; m *= 2)
+    if (m < padded) x = __fadd_rn(x, __shfl_xor_sync(0xffffffffu, x, m));
+  const float inv_rms = inverse_rms(__shfl_sync(0xffffffffu, x, 0), e.hidden, e.eps);
+  float w[kLaneValues];
+  unpack_lane<D>(weight, w);
+#pragma unroll
+  for (int v = 0; v < kLaneValues; ++v) r[v] = normed<D>(r[v], inv_rms, w[v]);
+  if (has_work) *reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + p * kLaneValues) = pack_lane<D>(r);
+}
+
 // CTA: kOneShotThreads data threads, one vector each per grid stride, then one control warp that
 // sends this call's signature and checks the peers' (kOneShotControlThreads).
-template <DType D>
-__global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_shot_kernel(AllReduceArgs a) {
+// kAddRmsNorm: the epilogue fused in (one_shot_add_rmsnorm_kernel below): one vector a thread, a
+// row a cluster of whole CTAs; the sum stays in registers, out gets the normed row.
+template <DType D, bool kAddRmsNorm>
+__device__ __forceinline__ void one_shot_body(const AllReduceArgs& a, const RowEpilogueArgs& e) {
   grid_dependency_wait();  // with PDL: the previous kernel's writes are visible from here on
   grid_dependents_launch();
+  if constexpr (kAddRmsNorm) row_sum_barrier_init_and_arrive();
   const auto* in = static_cast<const uint16_t*>(a.in);
   const size_t vectors = (a.numel + kLaneValues - 1) / kLaneValues;
   const size_t stride = size_t(kOneShotBlocks) * kOneShotThreads;
@@ -85,6 +165,19 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
   // waiting behind the epoch's address arithmetic and the signature store.
   const uint4 mine = has_work ? load_vector(in, first, a.numel) : make_uint4(0, 0, 0, 0);
   auto my_vector = [&](size_t p) { return p == first ? mine : load_vector(in, p, a.numel); };
+  // The fused epilogue's other inputs, loaded while the data flies (after the grid dependency wait:
+  // the previous kernel may have written them).
+  uint4 residual{}, weight{};
+  if constexpr (kAddRmsNorm) {
+    if (has_work) {
+      residual = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(e.residual) + first * kLaneValues);
+      uint32_t row_cta;  // this CTA's place in its row (no 64-bit division on the way to the push)
+      asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(row_cta));
+      weight = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(e.weight) +
+                                               (row_cta * kOneShotThreads + threadIdx.x) * kLaneValues);
+    }
+  }
+  float summed[kLaneValues] = {};  // kAddRmsNorm: this thread's vector of the sum, kept in registers
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
   // No abort check here: it would put a dependent load before the first send. A broken
   // communicator's waits see the abort word within 64 polls and return.
@@ -140,7 +233,12 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
       }
       accumulate_vector<D>(acc, v);
     }
-    store_lane<D>(out + p * kLaneValues, ptrdiff_t(a.numel - p * kLaneValues), acc);
+    if constexpr (kAddRmsNorm) {
+#pragma unroll
+      for (int i = 0; i < kLaneValues; ++i) summed[i] = acc[i];
+    } else {
+      store_lane<D>(out + p * kLaneValues, ptrdiff_t(a.numel - p * kLaneValues), acc);
+    }
     return true;
   };
 
@@ -187,12 +285,39 @@ __global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_
   } else {
     clear_previous();
   }
+  if constexpr (kAddRmsNorm) {
+    // r = to_T(to_T(sum) + residual) -> residual_out, then the row's norm across its cluster.
+    float r[kLaneValues] = {};
+    if (has_work) {
+      float res[kLaneValues];
+      unpack_lane<D>(residual, res);
+#pragma unroll
+      for (int i = 0; i < kLaneValues; ++i) r[i] = add_residual<D>(to_float<D>(from_float<D>(summed[i])), res[i]);
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(e.residual_out) + first * kLaneValues) = pack_lane<D>(r);
+    }
+    normalise_row_in_cluster<D>(a, e, first, !control, has_work, r, weight);
+  }
 
   __syncthreads();
   if (threadIdx.x == 0) {
     ctrl->one_shot_epoch[blockIdx.x] = epoch;
     ctrl->one_shot_prev_vectors[blockIdx.x] = empty_on_read ? 0u : uint32_t(vectors);
   }
+}
+
+template <DType D>
+__global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads) one_shot_kernel(AllReduceArgs a) {
+  one_shot_body<D, false>(a, RowEpilogueArgs{});
+}
+
+// The one-shot and the add + RMSNorm epilogue in one kernel (decode sizes): launched as clusters of
+// hidden / kFusedRowValues CTAs, a cluster a row, with one vector a thread (the host checks both).
+// The exchange is the one-shot's own (its buffers, epochs and signature slots), so fused and plain
+// calls interleave freely; out = the normed row.
+template <DType D>
+__global__ void __launch_bounds__(kOneShotThreads + kOneShotControlThreads)
+    one_shot_add_rmsnorm_kernel(AllReduceArgs a, RowEpilogueArgs e) {
+  one_shot_body<D, true>(a, e);
 }
 
 }  // namespace qr
