@@ -37,7 +37,8 @@ for stage in $stages; do
     cputests)
       python3 -m pytest -q tests/cpu -p no:cacheprovider 2>&1 | tee "$OUT/cpu_tests.log" | tail -15 ;;
     sanitize)  # compute-sanitizer over a short checked run of every algorithm and codec (TOOLS=memcheck,...;
-      # the tool `none` runs it bare). On one GPU both ranks share it (slow: time-sliced).
+      # the tool `none` runs it bare; QR_SANITIZE_SHORT=1 fewer sizes, QR_SANITIZE_PARTS=all_reduce,
+      # collectives,epilogue a subset). On one GPU both ranks share it (slow: time-sliced).
       for tool in ${TOOLS:-memcheck racecheck synccheck}; do
         sanitizer=(compute-sanitizer --tool "$tool" --target-processes all --report-api-errors no --error-exitcode 9)
         [ "$tool" = none ] && sanitizer=()
