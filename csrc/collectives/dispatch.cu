@@ -42,12 +42,54 @@ cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t
   });
 }
 
-int fused_one_shot_resident_ctas(int device) {
-  int sms = 0, per_sm = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, one_shot_add_rmsnorm_kernel<DType::kBFloat16>,
-                                                kOneShotThreads + kOneShotControlThreads, 0);
-  return sms * per_sm;
+namespace {
+// Clusters of 9-16 CTAs are H100's non-portable size: the attribute that allows them is set per
+// kernel and per device (it applies to the device current when it is set), once for each pair.
+cudaError_t allow_nonportable_clusters(const void* kernel) {
+  struct Entry {
+    const void* kernel;
+    int device;
+  };
+  static thread_local std::vector<Entry> allowed;
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  for (const Entry& e : allowed)
+    if (e.kernel == kernel && e.device == device) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e == cudaSuccess) allowed.push_back({kernel, device});
+  return e;
+}
+
+// The fused kernel's launch: a cluster of `ctas` CTAs a row (attr: room for the cluster and PDL).
+cudaLaunchConfig_t fused_config(unsigned ctas, unsigned grid, bool pdl, cudaStream_t stream, cudaLaunchAttribute attr[2]) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(kOneShotThreads + kOneShotControlThreads);
+  cfg.stream = stream;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = ctas;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 2 : 1;
+  return cfg;
+}
+}  // namespace
+
+cudaError_t fused_one_shot_resident_ctas(int ctas, int* resident) {
+  *resident = 0;
+  for (const void* kernel : {reinterpret_cast<const void*>(one_shot_add_rmsnorm_kernel<DType::kBFloat16>),
+                             reinterpret_cast<const void*>(one_shot_add_rmsnorm_kernel<DType::kFloat16>)}) {
+    if (const cudaError_t e = allow_nonportable_clusters(kernel); e != cudaSuccess) return e;
+    cudaLaunchAttribute attr[2];
+    const cudaLaunchConfig_t cfg = fused_config(unsigned(ctas), unsigned(ctas), false, nullptr, attr);
+    int clusters = 0;
+    if (const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg); e != cudaSuccess) return e;
+    *resident = *resident == 0 ? clusters * ctas : std::min(*resident, clusters * ctas);
+  }
+  return cudaSuccess;
 }
 
 cudaError_t launch_one_shot_add_rmsnorm(const AllReduceArgs& args, const RowEpilogueArgs& epilogue, DType dtype,
@@ -55,22 +97,10 @@ cudaError_t launch_one_shot_add_rmsnorm(const AllReduceArgs& args, const RowEpil
   return dispatch_dtype(dtype, [&](auto d) {  // fp16 and bf16 (dispatch_dtype throws for others)
     auto* kernel = one_shot_add_rmsnorm_kernel<decltype(d)::value>;
     const unsigned ctas = epilogue.hidden / kFusedRowValues;  // a cluster a row
-    // 16-CTA clusters are H100's non-portable size (set once a process, for every row length).
-    static const cudaError_t allowed = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (ctas > 8 && allowed != cudaSuccess) return allowed;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned(args.numel / kFusedRowValues));
-    cfg.blockDim = dim3(kOneShotThreads + kOneShotControlThreads);
-    cfg.stream = stream;
+    if (const cudaError_t e = allow_nonportable_clusters(reinterpret_cast<const void*>(kernel)); e != cudaSuccess)
+      return e;
     cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = ctas;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = args.pdl ? 2 : 1;
+    const cudaLaunchConfig_t cfg = fused_config(ctas, unsigned(args.numel / kFusedRowValues), args.pdl, stream, attr);
     return cudaLaunchKernelEx(&cfg, kernel, args, epilogue);
   });
 }

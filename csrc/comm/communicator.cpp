@@ -185,15 +185,18 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
 }
 
 bool Communicator::fused_add_rmsnorm_fits(size_t rows, size_t hidden) const {
-  const size_t numel = rows * hidden;
-  if (fused_resident_ctas_ < 0) {
+  const size_t numel = rows * hidden, ctas = hidden / kFusedRowValues;
+  if (rows == 0 || hidden % kFusedRowValues != 0 || ctas < size_t(kFusedMinClusterCtas) ||
+      ctas > size_t(kFusedMaxClusterCtas) || numel * 2 > kFusedOneShotMaxBytes || numel * 2 > one_shot_max_bytes() ||
+      numel * 2 > max_bytes_)
+    return false;
+  int& resident = fused_resident_ctas_[ctas];
+  if (resident == 0) {  // a failed query raises on every rank alike, never a silent other route
     DeviceGuard guard(device_);
-    fused_resident_ctas_ = fused_one_shot_resident_ctas(device_);
+    QR_CUDA_CHECK(fused_one_shot_resident_ctas(int(ctas), &resident));
+    if (resident == 0) resident = -1;
   }
-  return rows > 0 && hidden % kFusedRowValues == 0 && hidden / kFusedRowValues >= size_t(kFusedMinClusterCtas) &&
-         hidden / kFusedRowValues <= size_t(kFusedMaxClusterCtas) &&
-         numel <= size_t(std::min(fused_resident_ctas_, kOneShotBlocks)) * kFusedRowValues &&
-         numel * 2 <= kFusedOneShotMaxBytes && numel * 2 <= one_shot_max_bytes() && numel * 2 <= max_bytes_;
+  return numel <= size_t(std::clamp(resident, 0, kOneShotBlocks)) * kFusedRowValues;
 }
 
 void Communicator::all_reduce_add_rmsnorm(uintptr_t in, uintptr_t out, uintptr_t residual, uintptr_t weight,
@@ -204,15 +207,16 @@ void Communicator::all_reduce_add_rmsnorm(uintptr_t in, uintptr_t out, uintptr_t
   if (dtype == DType::kFloat32) throw std::invalid_argument("the fused add + RMSNorm takes float16 and bfloat16");
   if (!fused_add_rmsnorm_fits(rows, hidden))
     throw std::invalid_argument("the fused add + RMSNorm takes rows of a multiple of 1024 values from 2048 to 16384, "
-                                "at most " + std::to_string(std::min(one_shot_max_bytes(), kFusedOneShotMaxBytes)) +
-                                " bytes; got " + std::to_string(rows) + " x " + std::to_string(hidden));
+                                "at most " + std::to_string(std::min({one_shot_max_bytes(), kFusedOneShotMaxBytes, max_bytes_})) +
+                                " bytes (the communicator's max_size included) in CTAs resident at once; got " +
+                                std::to_string(rows) + " x " + std::to_string(hidden));
   if ((in | out | residual | weight | residual_out) % 16)
     throw std::invalid_argument("the fused add + RMSNorm's tensors must be 16-byte aligned");
   AllReduceArgs args{};
   fill_common(args, in, out, pdl);
   args.numel = rows * hidden;
   // A plain one-shot of the same size on a peer (or another row length) is a different call.
-  args.signature = call_signature(args.numel, dtype, CodecId::kPassthrough, Algo(0x200 + int(hidden / 8)));
+  args.signature = call_signature(args.numel, dtype, CodecId::kPassthrough, Algo(0x10000 + int(hidden)));
   const RowEpilogueArgs epilogue{reinterpret_cast<const void*>(residual), reinterpret_cast<const void*>(weight),
                                  reinterpret_cast<void*>(residual_out), eps, uint32_t(hidden)};
   DeviceGuard guard(device_);

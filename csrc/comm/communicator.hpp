@@ -12,6 +12,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -87,7 +88,9 @@ class Communicator {
   }
   int rank_, world_size_, device_;
   size_t max_bytes_;
-  mutable int fused_resident_ctas_ = -1;  // one_shot_add_rmsnorm_kernel's CTAs resident at once (queried once)
+  // one_shot_add_rmsnorm_kernel's CTAs resident at once, by cluster size (queried once each; -1: not yet)
+  // (0: not queried yet; -1: none fit).
+  mutable std::array<int, kFusedMaxClusterCtas + 1> fused_resident_ctas_{};
   uint64_t timeout_ns_;
   WorkspaceLayout layout_;
   uint8_t* workspace_ = nullptr;

@@ -79,7 +79,9 @@ __device__ __forceinline__ void accumulate_vector(float acc[kLaneValues], const 
 // tree's top levels itself (the same bits in every CTA, as the epilogue kernel's; docs/codec-spec.md).
 // No release fence: a release (cluster.sync()'s arrive) is a MEMBAR.ALL.GPU, which waits for the
 // NVLink and global stores in flight (1.2-1.5 us a call measured on 2x H200; bench/NOTES.md
-// session 17); the mbarrier's transaction count orders the DSMEM data instead.
+// session 17); the mbarrier's transaction count orders the DSMEM data instead. The host launches
+// clusters of 2-16 CTAs only (Communicator::fused_add_rmsnorm_fits): st.async into a one-CTA cluster
+// is undefined (memcheck: "Cluster needs to have at least 2 blocks"), and cta_squares holds 16.
 __device__ __forceinline__ uint64_t* row_sum_barrier() {
   __shared__ uint64_t barrier;  // one per CTA: a single phase a call, waited on with parity 0
   return &barrier;
