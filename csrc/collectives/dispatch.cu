@@ -78,16 +78,18 @@ cudaLaunchConfig_t fused_config(unsigned ctas, unsigned grid, bool pdl, cudaStre
 }
 }  // namespace
 
-cudaError_t fused_one_shot_resident_ctas(int ctas, int* resident) {
+cudaError_t fused_one_shot_resident_ctas(int* resident) {
+  int device = 0, sms = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
   *resident = 0;
   for (const void* kernel : {reinterpret_cast<const void*>(one_shot_add_rmsnorm_kernel<DType::kBFloat16>),
                              reinterpret_cast<const void*>(one_shot_add_rmsnorm_kernel<DType::kFloat16>)}) {
-    if (const cudaError_t e = allow_nonportable_clusters(kernel); e != cudaSuccess) return e;
-    cudaLaunchAttribute attr[2];
-    const cudaLaunchConfig_t cfg = fused_config(unsigned(ctas), unsigned(ctas), false, nullptr, attr);
-    int clusters = 0;
-    if (const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg); e != cudaSuccess) return e;
-    *resident = *resident == 0 ? clusters * ctas : std::min(*resident, clusters * ctas);
+    int per_sm = 0;
+    if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, kernel, kOneShotThreads + kOneShotControlThreads, 0); e != cudaSuccess)
+      return e;
+    *resident = *resident == 0 ? sms * per_sm : std::min(*resident, sms * per_sm);
   }
   return cudaSuccess;
 }

@@ -17,10 +17,10 @@ cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t
 // shape: hidden a multiple of kFusedRowValues up to kFusedMaxClusterCtas of them, one vector a thread).
 cudaError_t launch_one_shot_add_rmsnorm(const AllReduceArgs& args, const RowEpilogueArgs& epilogue, DType dtype,
                                         cudaStream_t stream);
-// CTAs of that kernel resident at once on the current device in clusters of `ctas` (both dtypes'):
-// a fused call takes at most that many (a rank's CTA waits for its peers' same CTA, so every CTA
-// must run in the first wave).
-cudaError_t fused_one_shot_resident_ctas(int ctas, int* resident);
+// CTAs of that kernel resident at once on the current device (both dtypes'): a fused call takes at
+// most that many (a rank's CTA waits for its peers' same CTA, so every CTA must run in the first
+// wave). Blocks per SM, not clusters: kFusedOneShotMaxBytes (128 CTAs) keeps it far from binding.
+cudaError_t fused_one_shot_resident_ctas(int* resident);
 cudaError_t launch_fill_u32(uint32_t* ptr, size_t count, uint32_t value, cudaStream_t stream);
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream);
 // Segment collectives (exchange.cuh): any codec, dtypes fp16/bf16/fp32; threads in {128, 256, 512}.

@@ -190,13 +190,12 @@ bool Communicator::fused_add_rmsnorm_fits(size_t rows, size_t hidden) const {
       ctas > size_t(kFusedMaxClusterCtas) || numel * 2 > kFusedOneShotMaxBytes || numel * 2 > one_shot_max_bytes() ||
       numel * 2 > max_bytes_)
     return false;
-  int& resident = fused_resident_ctas_[ctas];
-  if (resident == 0) {  // a failed query raises on every rank alike, never a silent other route
+  if (fused_resident_ctas_ == 0) {  // a failed query raises, never a silent other route
     DeviceGuard guard(device_);
-    QR_CUDA_CHECK(fused_one_shot_resident_ctas(int(ctas), &resident));
-    if (resident == 0) resident = -1;
+    QR_CUDA_CHECK(fused_one_shot_resident_ctas(&fused_resident_ctas_));
+    if (fused_resident_ctas_ == 0) fused_resident_ctas_ = -1;
   }
-  return numel <= size_t(std::clamp(resident, 0, kOneShotBlocks)) * kFusedRowValues;
+  return numel <= size_t(std::clamp(fused_resident_ctas_, 0, kOneShotBlocks)) * kFusedRowValues;
 }
 
 void Communicator::all_reduce_add_rmsnorm(uintptr_t in, uintptr_t out, uintptr_t residual, uintptr_t weight,

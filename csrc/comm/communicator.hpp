@@ -12,7 +12,6 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -88,9 +87,8 @@ class Communicator {
   }
   int rank_, world_size_, device_;
   size_t max_bytes_;
-  // one_shot_add_rmsnorm_kernel's CTAs resident at once, by cluster size (queried once each; -1: not yet)
-  // (0: not queried yet; -1: none fit).
-  mutable std::array<int, kFusedMaxClusterCtas + 1> fused_resident_ctas_{};
+  // one_shot_add_rmsnorm_kernel's CTAs resident at once (queried once; 0: not yet, -1: none fit)
+  mutable int fused_resident_ctas_ = 0;
   uint64_t timeout_ns_;
   WorkspaceLayout layout_;
   uint8_t* workspace_ = nullptr;
