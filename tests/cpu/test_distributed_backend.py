@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import faulthandler
 import itertools
 import json
 import os
@@ -784,6 +785,9 @@ SCENARIOS = ["real_backend", "collectives", "fallbacks", "functional", "dtensor"
 
 
 def _worker(rank, W, init, out_dir):
+    # A worker still running after 150 s (the fixture gives up at 180) prints every thread's stack and
+    # exits: a hang seen once in session 17 (bench/NOTES.md) then says where it was.
+    faulthandler.dump_traceback_later(150, exit=True)
     os.environ.pop("QUICKREDUCE_BACKEND_FALLBACK", None)
     for c in ("", *("_" + c.upper() for c in qd.COLLECTIVES)):
         os.environ.pop("QUICKREDUCE_QUANTIZATION" + c, None)
@@ -801,6 +805,7 @@ def _worker(rank, W, init, out_dir):
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(results, f)
     dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="module")
