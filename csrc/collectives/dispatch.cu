@@ -59,23 +59,6 @@ cudaError_t allow_nonportable_clusters(const void* kernel) {
   if (e == cudaSuccess) allowed.push_back({kernel, device});
   return e;
 }
-
-// The fused kernel's launch: a cluster of `ctas` CTAs a row (attr: room for the cluster and PDL).
-cudaLaunchConfig_t fused_config(unsigned ctas, unsigned grid, bool pdl, cudaStream_t stream, cudaLaunchAttribute attr[2]) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(kOneShotThreads + kOneShotControlThreads);
-  cfg.stream = stream;
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = ctas;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 2 : 1;
-  return cfg;
-}
 }  // namespace
 
 cudaError_t fused_one_shot_resident_ctas(int* resident) {
@@ -101,9 +84,9 @@ cudaError_t launch_one_shot_add_rmsnorm(const AllReduceArgs& args, const RowEpil
     const unsigned ctas = epilogue.hidden / kFusedRowValues;  // a cluster a row
     if (const cudaError_t e = allow_nonportable_clusters(reinterpret_cast<const void*>(kernel)); e != cudaSuccess)
       return e;
-    cudaLaunchAttribute attr[2];
-    const cudaLaunchConfig_t cfg = fused_config(ctas, unsigned(args.numel / kFusedRowValues), args.pdl, stream, attr);
-    return cudaLaunchKernelEx(&cfg, kernel, args, epilogue);
+    return launch_maybe_pdl_clustered(kernel, dim3(unsigned(args.numel / kFusedRowValues)),
+                                      dim3(kOneShotThreads + kOneShotControlThreads), ctas, args.pdl, stream, args,
+                                      epilogue);
   });
 }
 

@@ -173,8 +173,8 @@ __device__ __forceinline__ void one_shot_body(const AllReduceArgs& a, const RowE
   if constexpr (kAddRmsNorm) {
     if (has_work) {
       residual = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(e.residual) + first * kLaneValues);
-      uint32_t row_cta;  // this CTA's place in its row (no 64-bit division on the way to the push)
-      asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(row_cta));
+      // This CTA's place in its row (%cluster_ctarank: no 64-bit division on the way to the push).
+      const uint32_t row_cta = cooperative_groups::this_cluster().block_rank();
       weight = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(e.weight) +
                                                (row_cta * kOneShotThreads + threadIdx.x) * kLaneValues);
     }
