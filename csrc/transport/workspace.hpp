@@ -40,12 +40,13 @@ constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the pee
 // whole CTAs (128 lanes of 8 values each), a thread-block cluster, at most 16 CTAs (hidden 16384).
 constexpr int kFusedRowValues = kOneShotThreads * 8;
 constexpr int kFusedMaxClusterCtas = 16;
-// At least 2: st.async into a one-CTA cluster is an invalid shared write to compute-sanitizer's
-// memcheck (hidden 1024, session 17), and at 1024 FlashInfer's fused op was as fast at 8-16 KiB.
+// At least 2: st.async into a one-CTA cluster is undefined (compute-sanitizer's memcheck: an invalid
+// shared write, hidden 1024, session 17), and at 1024 FlashInfer's fused op was faster at 8-16 KiB.
 constexpr int kFusedMinClusterCtas = 2;
 // Largest all-reduce the fused one-shot takes: above it the one-shot and then the epilogue kernel
-// measured faster (2x H200, hidden 4096: 4.71 against 4.86 us at 256 KiB, 5.61 against 6.32 at 512
-// KiB; 3.71 against 3.42 at 8 KiB; bench/NOTES.md session 17). Every rank computes the same route.
+// measured as fast or faster (2x H200, hidden 4096, bench/NOTES.md session 17: call 5, two kernels
+// against fused, 3.71 / 3.42 us at 8 KiB, 4.71 / 4.86 at 256 KiB, 5.61 / 6.32 at 512 KiB; call 6,
+// another machine, 5.05 / 4.27 at 256 KiB). Every rank computes the same route.
 constexpr size_t kFusedOneShotMaxBytes = 256 << 10;
 // Largest message the one-shot accepts. On 2 GPUs it moves the same bytes as the two-shot with one
 // crossing instead of two, and measured faster up to 8 MiB (8 MiB: 30.5 against 32.7 us; 12 MiB:
