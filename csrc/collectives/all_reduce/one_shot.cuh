@@ -79,9 +79,9 @@ __device__ __forceinline__ void accumulate_vector(float acc[kLaneValues], const 
 // tree's top levels itself (the same bits in every CTA, as the epilogue kernel's; docs/codec-spec.md).
 // No release fence: a release (cluster.sync()'s arrive) is a MEMBAR.ALL.GPU, which waits for the
 // NVLink and global stores in flight (1.2-1.5 us a call measured on 2x H200; bench/NOTES.md
-// session 17); the mbarrier's transaction count orders the DSMEM data instead. The host launches
-// clusters of 2-16 CTAs only (Communicator::fused_add_rmsnorm_fits): st.async into a one-CTA cluster
-// is undefined (memcheck: "Cluster needs to have at least 2 blocks"), and cta_squares holds 16.
+// session 17); the mbarrier's transaction count orders the DSMEM data instead. A CTA writes its own
+// slot with a plain store: st.async into a one-CTA cluster (hidden 1024) is undefined (memcheck:
+// "Cluster needs to have at least 2 blocks"). Clusters of 1-16 CTAs (cta_squares holds 16).
 __device__ __forceinline__ uint64_t* row_sum_barrier() {
   __shared__ uint64_t barrier;  // one per CTA: a single phase a call, waited on with parity 0
   return &barrier;
@@ -116,11 +116,16 @@ __device__ __forceinline__ void normalise_row_in_cluster(const AllReduceArgs& a,
   }
   __syncthreads();
   if (threadIdx.x == kOneShotThreads) {  // the control warp's first lane sends
-    uint64_t state;
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(bar), "r"(ctas * 4u) : "memory");
+    // Its own slot by a plain store, which the arrive's release orders before the phase completes;
+    // the other CTAs' by st.async (none in a one-CTA cluster, where st.async is undefined).
     const float mine = __fadd_rn(__fadd_rn(warp_squares[0], warp_squares[1]), __fadd_rn(warp_squares[2], warp_squares[3]));
-    const uint32_t slot = uint32_t(__cvta_generic_to_shared(&cta_squares[cooperative_groups::this_cluster().block_rank()]));
+    const uint32_t me = cooperative_groups::this_cluster().block_rank();
+    cta_squares[me] = mine;
+    uint64_t state;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(bar), "r"((ctas - 1) * 4u) : "memory");
+    const uint32_t slot = uint32_t(__cvta_generic_to_shared(&cta_squares[me]));
     for (uint32_t k = 0; k < ctas; ++k) {
+      if (k == me) continue;
       uint32_t remote_slot, remote_bar;
       asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(slot), "r"(k));
       asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(bar), "r"(k));

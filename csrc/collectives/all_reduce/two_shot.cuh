@@ -28,6 +28,7 @@
 
 #include "codecs/codec_list.hpp"
 #include "collectives/all_reduce/phase_timers.cuh"
+#include "collectives/all_reduce/rmsnorm_row.cuh"
 #include "collectives/args.hpp"
 #include "transport/bulk_copy.cuh"
 #include "transport/lane_io.cuh"
@@ -60,8 +61,10 @@ template <class Codec>
 constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> || kIsRotated<Codec> ? 3 : 4;
 // kThreads: the CTA size as a compile-time constant (the slice layout and strides fold), or 0 for
 // blockDim.x.
-template <class Codec, DType D, int kWorld, int kThreads = 0>
-__global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) two_shot_kernel(AllReduceArgs a) {
+// kAddRmsNorm: the add + RMSNorm epilogue inside (two_shot_add_rmsnorm_kernel below), else the
+// plain all-reduce (`e` unused).
+template <class Codec, DType D, int kWorld, int kThreads, bool kAddRmsNorm>
+__device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowEpilogueArgs& e) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
   constexpr bool kPassthrough = std::is_same_v<Codec, PassthroughCodec>;  // groups and step order differ
@@ -192,14 +195,30 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   const size_t lane_offset = size_t(lane) * kLaneValues;
   // Each CTA owns a contiguous range of tiles, and the data regions are laid out [src][tile], so
   // the slices a CTA sends one owner for consecutive tiles are consecutive in the owner's memory.
-  const size_t tiles_q = num_tiles / gridDim.x, tiles_r = num_tiles % gridDim.x;
-  const size_t my_tiles = tiles_q + (blockIdx.x < tiles_r ? 1 : 0);
-  const size_t tile_base = blockIdx.x * tiles_q + min(size_t(blockIdx.x), tiles_r);
+  size_t my_tiles, tile_base;
+  if constexpr (kAddRmsNorm) {
+    // With the epilogue, tiles are dealt in units of e.unit_tiles (the fewest whole tiles that are
+    // whole rows too), so every CTA's range and every group begins and ends on a row: a CTA holds
+    // each of its rows whole after its gather. Who owns (reduces) a value is unchanged, so the sum's
+    // bits are the plain two-shot's.
+    const size_t num_units = (num_tiles + e.unit_tiles - 1) / e.unit_tiles;
+    const size_t units_q = num_units / gridDim.x, units_r = num_units % gridDim.x;
+    tile_base = (blockIdx.x * units_q + min(size_t(blockIdx.x), units_r)) * e.unit_tiles;
+    my_tiles = min((units_q + (blockIdx.x < units_r ? 1 : 0)) * e.unit_tiles, num_tiles - min(tile_base, num_tiles));
+  } else {
+    const size_t tiles_q = num_tiles / gridDim.x, tiles_r = num_tiles % gridDim.x;
+    my_tiles = tiles_q + (blockIdx.x < tiles_r ? 1 : 0);
+    tile_base = blockIdx.x * tiles_q + min(size_t(blockIdx.x), tiles_r);
+  }
   // Groups = 0: chosen by the bytes this CTA pushes per phase (two_shot_auto_groups, measured).
   const size_t push_bytes = my_tiles * size_t(W - 1) * sl.total;
   const size_t n_groups = a.groups > 0 ? size_t(a.groups)
                                        : two_shot_auto_groups(push_bytes, kPassthrough);
-  const size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
+  size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
+  if constexpr (kAddRmsNorm) {  // whole units a group
+    const size_t my_units = (my_tiles + e.unit_tiles - 1) / e.unit_tiles;
+    per_group = my_units ? (my_units + n_groups - 1) / n_groups * e.unit_tiles : 1;
+  }
   const size_t groups = (my_tiles + per_group - 1) / per_group;
   auto tile_of = [&](size_t g, size_t i) { return tile_base + g * per_group + i; };
   auto group_size = [&](size_t g) { return min(per_group, my_tiles - g * per_group); };
@@ -359,6 +378,24 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     return true;
   };
 
+  // 4. (kAddRmsNorm) the group's rows through the epilogue: its sums are all in `out` now (its own
+  // slices from the reduce, the others' from the gather), stored by every thread of this CTA.
+  __shared__ float s_subtrees[kAddRmsNorm ? 2 : 1][kAddRmsNorm ? kCtaRowMaxSubtrees : 1];
+  auto gather_and_finish = [&](size_t g) {
+    if (!gather(g)) return false;
+    if constexpr (kAddRmsNorm) {
+      const long long t = timers.now();
+      const size_t first = tile_of(g, 0) * tile_values;
+      const size_t end = min(first + group_size(g) * tile_values, a.numel);
+      __syncthreads();
+      cta_add_rmsnorm_rows<D>(out, static_cast<const uint16_t*>(e.residual), static_cast<const uint16_t*>(e.weight),
+                              static_cast<uint16_t*>(e.residual_out), first / e.hidden, end / e.hidden, e.hidden,
+                              e.eps, s_subtrees);
+      timers.add(Phase::kGather, t);
+    }
+    return true;
+  };
+
   // Step s scatters group s, reduces s-1 and gathers s-2; a step only waits for flags of earlier
   // steps, so there is no cycle. The scatter is announced after the reduce, so one wait for the
   // bulk copies covers both groups while the reduce's math ran beside the copies. Codec kernels
@@ -374,12 +411,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
     timers.add(Phase::kScatter, t);
     if (reduces) ok = reduce(step - 1);
     const bool reduced = ok && reduces;
-    if (gather_first && ok && step >= 2) ok = gather(step - 2);
+    if (gather_first && ok && step >= 2) ok = gather_and_finish(step - 2);
     t = timers.now();
     if (scatters) announce(a.layout.rs_flags, tile_of(step, 0));
     if (reduced) announce(a.layout.ag_flags, tile_of(step - 1, 0));
     timers.add(Phase::kAnnounce, t);
-    if (!gather_first && ok && step >= 2) ok = gather(step - 2);
+    if (!gather_first && ok && step >= 2) ok = gather_and_finish(step - 2);
   }
   if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
   timers.report(me, a.numel);
@@ -393,6 +430,22 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
       ctrl->two_shot_epoch = epoch;
     }
   }
+}
+
+template <class Codec, DType D, int kWorld, int kThreads = 0>
+__global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) two_shot_kernel(AllReduceArgs a) {
+  two_shot_body<Codec, D, kWorld, kThreads, false>(a, RowEpilogueArgs{});
+}
+
+// The two-shot with the add + RMSNorm epilogue inside: each CTA's rows go through it right after
+// their gather (collectives/all_reduce/rmsnorm_row.cuh), from the sums this CTA just stored (L2),
+// so no second kernel reads the sum back from HBM. Every rank decodes the same sums and holds the
+// same residual (replicated, as tensor parallelism has it): it computes the same rows' statistics
+// itself, so the bits are the two-kernel path's on every rank. The epilogue's registers stay
+// inside the plain kernel's bound at 3 CTAs an SM.
+template <class Codec, DType D, int kWorld>
+__global__ void __launch_bounds__(kTwoShotMaxThreads, 2) two_shot_add_rmsnorm_kernel(AllReduceArgs a, RowEpilogueArgs e) {
+  two_shot_body<Codec, D, kWorld, 0, true>(a, e);
 }
 
 }  // namespace qr
