@@ -24,7 +24,7 @@ cudaError_t fused_one_shot_resident_ctas(int* resident);
 cudaError_t launch_fill_u32(uint32_t* ptr, size_t count, uint32_t value, cudaStream_t stream);
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream);
 // The two-shot with the add + RMSNorm epilogue inside (16-bit dtypes, any codec; args.threads set,
-// args.blocks chosen here; the caller checked hidden <= kCtaRowMaxHidden, a multiple of 8, and set
+// args.blocks chosen here; the caller checked hidden <= kCtaRowMaxHidden, a multiple of kCtaRowHiddenMultiple, and set
 // epilogue.unit_tiles = two_shot_unit_tiles(hidden, world size, threads)).
 cudaError_t launch_two_shot_add_rmsnorm(AllReduceArgs args, const RowEpilogueArgs& epilogue, DType dtype,
                                         CodecId codec, cudaStream_t stream);

@@ -188,7 +188,7 @@ bool Communicator::fused_add_rmsnorm_fits(size_t rows, size_t hidden, Algo algo)
   const size_t numel = rows * hidden;
   if (rows == 0 || hidden == 0 || numel * 2 > max_bytes_) return false;
   if (algo == Algo::kTwoShot)
-    return hidden % kLaneValues == 0 && hidden <= kCtaRowMaxHidden &&
+    return hidden % kCtaRowHiddenMultiple == 0 && hidden <= kCtaRowMaxHidden &&
            two_shot_unit_tiles(hidden, world_size_, default_two_shot_threads(numel, world_size_)) <=
                kFusedTwoShotMaxUnitTiles;
   const size_t ctas = hidden / kFusedRowValues;
@@ -218,7 +218,8 @@ void Communicator::all_reduce_add_rmsnorm(uintptr_t in, uintptr_t out, uintptr_t
           std::to_string(std::min({one_shot_max_bytes(), kFusedOneShotMaxBytes, max_bytes_})) +
           " bytes (the communicator's max_size included) in CTAs resident at once; got " + std::to_string(rows) +
           " x " + std::to_string(hidden));
-    throw std::invalid_argument("the fused two-shot add + RMSNorm takes rows of a multiple of 8 values up to " +
+    throw std::invalid_argument("the fused two-shot add + RMSNorm takes rows of a multiple of " +
+                                std::to_string(kCtaRowHiddenMultiple) + " values up to " +
                                 std::to_string(kCtaRowMaxHidden) + " that are whole in at most " +
                                 std::to_string(kFusedTwoShotMaxUnitTiles) + " tiles, at most max_size " +
                                 std::to_string(max_bytes_) + " bytes; got " + std::to_string(rows) + " x " +

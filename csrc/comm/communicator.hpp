@@ -44,7 +44,7 @@ class Communicator {
   // Whether that algorithm's fused kernel takes the shape. One-shot: a row a cluster of whole
   // 128-thread CTAs (hidden a multiple of 1024, 2 to 16 of them), one vector a thread, within the
   // one-shot's buffers, at most kFusedOneShotMaxBytes (above it the two-kernel path measured
-  // faster). Two-shot: hidden a multiple of 8 up to kCtaRowMaxHidden, whole rows in at most
+  // faster). Two-shot: hidden a multiple of 256 up to kCtaRowMaxHidden, whole rows in at most
   // kFusedTwoShotMaxUnitTiles tiles, within max_size.
   bool fused_add_rmsnorm_fits(size_t rows, size_t hidden, Algo algo) const;
   // Reduce-scatter, all-gather or all-to-all (docs/codec-spec.md). Counts are values, one per rank:

@@ -48,13 +48,14 @@ constexpr int kFusedMinClusterCtas = 1;
 // against fused, 3.71 / 3.42 us at 8 KiB, 4.71 / 4.86 at 256 KiB, 5.61 / 6.32 at 512 KiB; call 6,
 // another machine, 5.05 / 4.27 at 256 KiB). Every rank computes the same route.
 constexpr size_t kFusedOneShotMaxBytes = 256 << 10;
-// The two-shot with the epilogue inside (cta_add_rmsnorm_rows): rows of up to 64 subtrees of 32
-// lanes (hidden 16384), whole in at most 8 tiles. CTAs are dealt units of whole rows, and larger
-// units would leave SMs idle at sizes where the two-shot's tiles just fill them. Tiles are
-// threads x 8 x W >= 2048 values: on 2, 4 and 8 GPUs every hidden size that is a power of two up to 16384 or 2^k x 3,
-// 5 or 7 (3584, 5120, 7168, ..) fits; rows like 8000 (125 tiles a unit) run the two kernels.
+// The two-shot with the epilogue inside (cta_add_rmsnorm_rows): rows of whole 32-lane subtrees
+// (hidden a multiple of 256), up to 64 of them (hidden 16384), whole in at most 8 tiles. CTAs are
+// dealt units of whole rows, and larger units would leave SMs idle at sizes where the two-shot's
+// tiles just fill them. Tiles are threads x 8 x W >= 2048 values: on 2, 4 and 8 GPUs every hidden
+// size that is a power of two up to 16384, or 2^k x 3, 5 or 7 (3584, 5120, 7168, ..), fits.
 constexpr int kCtaRowMaxSubtrees = 64;
 constexpr uint32_t kCtaRowMaxHidden = kCtaRowMaxSubtrees * 32 * 8;
+constexpr uint32_t kCtaRowHiddenMultiple = 32 * 8;
 constexpr uint32_t kFusedTwoShotMaxUnitTiles = 8;
 // Largest message the one-shot accepts. On 2 GPUs it moves the same bytes as the two-shot with one
 // crossing instead of two, and measured faster up to 8 MiB (8 MiB: 30.5 against 32.7 us; 12 MiB:

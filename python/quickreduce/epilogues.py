@@ -106,7 +106,8 @@ def _fused_route(comm, x: torch.Tensor, codec: Optional[str], rows: int, hidden:
     on (QUICKREDUCE_FUSED_EPILOGUE), and the all-reduce the plan picks has a fused kernel that takes
     the shape. The one-shot (one_shot_add_rmsnorm_kernel): rows of whole clusters of CTAs (hidden a
     multiple of 1024 from 2048 to 16384), at most 256 KiB. The two-shot, every codec
-    (two_shot_add_rmsnorm_kernel): hidden up to 16384, rows whole in at most 8 of its tiles.
+    (two_shot_add_rmsnorm_kernel): hidden a multiple of 256 up to 16384, rows whole in at most 8 of
+    its tiles.
     The bits are the same either way."""
     if not comm.fused_epilogue or x.dtype not in _DTYPE_IDS:
         return None

@@ -239,7 +239,7 @@ def epilogue_fused_two_shot(rank, world_size):
             key = f"{dname}/{codec}/{tokens}x{hidden}"
             comm.fused_epilogue = True
             route = epilogues._fused_route(comm, x, codec, tokens, hidden)
-            # Rows of 8000 are whole only every 125 tiles: two kernels. An exact codec runs the
+            # Rows of 8000 (not whole 32-lane subtrees, whole only every 125 tiles): two kernels. An exact codec runs the
             # fastest exact method of the tuning table (NCCL's has no fused form).
             algo = comm._plan(x.numel() * 2, dtype, codec, "auto")[0]
             want_route = hidden != 8000 and algo == "two_shot"

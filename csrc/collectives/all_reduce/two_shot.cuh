@@ -378,24 +378,6 @@ __device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowE
     return true;
   };
 
-  // 4. (kAddRmsNorm) the group's rows through the epilogue: its sums are all in `out` now (its own
-  // slices from the reduce, the others' from the gather), stored by every thread of this CTA.
-  __shared__ float s_subtrees[kAddRmsNorm ? 2 : 1][kAddRmsNorm ? kCtaRowMaxSubtrees : 1];
-  auto gather_and_finish = [&](size_t g) {
-    if (!gather(g)) return false;
-    if constexpr (kAddRmsNorm) {
-      const long long t = timers.now();
-      const size_t first = tile_of(g, 0) * tile_values;
-      const size_t end = min(first + group_size(g) * tile_values, a.numel);
-      __syncthreads();
-      cta_add_rmsnorm_rows<D>(out, static_cast<const uint16_t*>(e.residual), static_cast<const uint16_t*>(e.weight),
-                              static_cast<uint16_t*>(e.residual_out), first / e.hidden, end / e.hidden, e.hidden,
-                              e.eps, s_subtrees);
-      timers.add(Phase::kGather, t);
-    }
-    return true;
-  };
-
   // Step s scatters group s, reduces s-1 and gathers s-2; a step only waits for flags of earlier
   // steps, so there is no cycle. The scatter is announced after the reduce, so one wait for the
   // bulk copies covers both groups while the reduce's math ran beside the copies. Codec kernels
@@ -411,14 +393,28 @@ __device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowE
     timers.add(Phase::kScatter, t);
     if (reduces) ok = reduce(step - 1);
     const bool reduced = ok && reduces;
-    if (gather_first && ok && step >= 2) ok = gather_and_finish(step - 2);
+    if (gather_first && ok && step >= 2) ok = gather(step - 2);
     t = timers.now();
     if (scatters) announce(a.layout.rs_flags, tile_of(step, 0));
     if (reduced) announce(a.layout.ag_flags, tile_of(step - 1, 0));
     timers.add(Phase::kAnnounce, t);
-    if (!gather_first && ok && step >= 2) ok = gather_and_finish(step - 2);
+    if (!gather_first && ok && step >= 2) ok = gather(step - 2);
   }
   if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
+  if constexpr (kAddRmsNorm) {
+    // 4. This CTA's rows through the epilogue: their sums are all in `out` now (its own slices
+    // from the reduce, the others' from the gather), stored by every thread of this CTA. After
+    // the pipeline, whose registers are free by then (inside it, every kernel spilled).
+    __shared__ float s_subtrees[2 * kCtaRowMaxSubtrees];
+    const long long t = timers.now();
+    const size_t first = tile_base * tile_values, end = min(first + my_tiles * tile_values, a.numel);
+    __syncthreads();
+    if (ok && first < end)
+      cta_add_rmsnorm_rows<D>(out, static_cast<const uint16_t*>(e.residual), static_cast<const uint16_t*>(e.weight),
+                              static_cast<uint16_t*>(e.residual_out), first / e.hidden, end / e.hidden, e.hidden,
+                              e.eps, s_subtrees);
+    timers.add(Phase::kGather, t);
+  }
   timers.report(me, a.numel);
 
   // The last CTA to finish advances the epoch: every CTA has read it by then.
@@ -437,12 +433,13 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
   two_shot_body<Codec, D, kWorld, kThreads, false>(a, RowEpilogueArgs{});
 }
 
-// The two-shot with the add + RMSNorm epilogue inside: each CTA's rows go through it right after
-// their gather (collectives/all_reduce/rmsnorm_row.cuh), from the sums this CTA just stored (L2),
+// The two-shot with the add + RMSNorm epilogue inside: each CTA takes its rows through it once its
+// last gather is done (collectives/all_reduce/rmsnorm_row.cuh), from the sums it just stored (L2),
 // so no second kernel reads the sum back from HBM. Every rank decodes the same sums and holds the
 // same residual (replicated, as tensor parallelism has it): it computes the same rows' statistics
-// itself, so the bits are the two-kernel path's on every rank. The epilogue's registers stay
-// inside the plain kernel's bound at 3 CTAs an SM.
+// itself, so the bits are the two-kernel path's on every rank. 2 CTAs an SM (64 registers): at 3
+// (40) every instantiation spilled 16-160 bytes, with the epilogue inlined or called, after each
+// group's gather or after the pipeline (ptxas -v, session 18).
 template <class Codec, DType D, int kWorld>
 __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) two_shot_add_rmsnorm_kernel(AllReduceArgs a, RowEpilogueArgs e) {
   two_shot_body<Codec, D, kWorld, 0, true>(a, e);
