@@ -34,10 +34,7 @@ struct RowEpilogueArgs {
   const void* weight;
   void* residual_out;
   float eps;
-  uint32_t hidden;  // one-shot: a multiple of kFusedRowValues (a thread-block cluster of hidden / 1024 CTAs a row)
-  // Two-shot: tiles a CTA is dealt at a time, the fewest whole tiles that are whole rows too
-  // (hidden / gcd(hidden, tile values)); unused by the one-shot.
-  uint32_t unit_tiles;
+  uint32_t hidden;  // a multiple of kFusedRowValues: a thread-block cluster of hidden / 1024 CTAs a row
 };
 static_assert(std::is_trivially_copyable_v<RowEpilogueArgs>, "kernel args are copied by value");
 

@@ -41,22 +41,15 @@ constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the pee
 constexpr int kFusedRowValues = kOneShotThreads * 8;
 constexpr int kFusedMaxClusterCtas = 16;
 // Rows of one CTA (hidden 1024) too: the CTA's own slot is a plain store, since st.async into a
-// one-CTA cluster is undefined (compute-sanitizer's memcheck, session 17).
+// one-CTA cluster is undefined (compute-sanitizer's memcheck, session 17). At 1024 the fused call
+// took 3.16-4.03 us at 8-256 KiB against 3.29-4.49 for the two kernels and 3.13-4.60 for FlashInfer's
+// fused op (2x H200, bench/NOTES.md session 18, call 1).
 constexpr int kFusedMinClusterCtas = 1;
 // Largest all-reduce the fused one-shot takes: above it the one-shot and then the epilogue kernel
 // measured as fast or faster (2x H200, hidden 4096, bench/NOTES.md session 17: call 5, two kernels
 // against fused, 3.71 / 3.42 us at 8 KiB, 4.71 / 4.86 at 256 KiB, 5.61 / 6.32 at 512 KiB; call 6,
 // another machine, 5.05 / 4.27 at 256 KiB). Every rank computes the same route.
 constexpr size_t kFusedOneShotMaxBytes = 256 << 10;
-// The two-shot with the epilogue inside (cta_add_rmsnorm_rows): rows of whole 32-lane subtrees
-// (hidden a multiple of 256), up to 64 of them (hidden 16384), whole in at most 8 tiles. CTAs are
-// dealt units of whole rows, and larger units would leave SMs idle at sizes where the two-shot's
-// tiles just fill them. Tiles are threads x 8 x W >= 2048 values: on 2, 4 and 8 GPUs every hidden
-// size that is a power of two up to 16384, or 2^k x 3, 5 or 7 (3584, 5120, 7168, ..), fits.
-constexpr int kCtaRowMaxSubtrees = 64;
-constexpr uint32_t kCtaRowMaxHidden = kCtaRowMaxSubtrees * 32 * 8;
-constexpr uint32_t kCtaRowHiddenMultiple = 32 * 8;
-constexpr uint32_t kFusedTwoShotMaxUnitTiles = 8;
 // Largest message the one-shot accepts. On 2 GPUs it moves the same bytes as the two-shot with one
 // crossing instead of two, and measured faster up to 8 MiB (8 MiB: 30.5 against 32.7 us; 12 MiB:
 // 46.0 against 44.5; bench/NOTES.md change 26); on more GPUs it moves W-1 times the message.

@@ -28,7 +28,6 @@
 
 #include "codecs/codec_list.hpp"
 #include "collectives/all_reduce/phase_timers.cuh"
-#include "collectives/all_reduce/rmsnorm_row.cuh"
 #include "collectives/args.hpp"
 #include "transport/bulk_copy.cuh"
 #include "transport/lane_io.cuh"
@@ -61,10 +60,8 @@ template <class Codec>
 constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> || kIsRotated<Codec> ? 3 : 4;
 // kThreads: the CTA size as a compile-time constant (the slice layout and strides fold), or 0 for
 // blockDim.x.
-// kAddRmsNorm: the add + RMSNorm epilogue inside (two_shot_add_rmsnorm_kernel below), else the
-// plain all-reduce (`e` unused).
-template <class Codec, DType D, int kWorld, int kThreads, bool kAddRmsNorm>
-__device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowEpilogueArgs& e) {
+template <class Codec, DType D, int kWorld, int kThreads = 0>
+__global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
   constexpr bool kPassthrough = std::is_same_v<Codec, PassthroughCodec>;  // groups and step order differ
@@ -195,30 +192,14 @@ __device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowE
   const size_t lane_offset = size_t(lane) * kLaneValues;
   // Each CTA owns a contiguous range of tiles, and the data regions are laid out [src][tile], so
   // the slices a CTA sends one owner for consecutive tiles are consecutive in the owner's memory.
-  size_t my_tiles, tile_base;
-  if constexpr (kAddRmsNorm) {
-    // With the epilogue, tiles are dealt in units of e.unit_tiles (the fewest whole tiles that are
-    // whole rows too), so every CTA's range and every group begins and ends on a row: a CTA holds
-    // each of its rows whole after its gather. Who owns (reduces) a value is unchanged, so the sum's
-    // bits are the plain two-shot's.
-    const size_t num_units = (num_tiles + e.unit_tiles - 1) / e.unit_tiles;
-    const size_t units_q = num_units / gridDim.x, units_r = num_units % gridDim.x;
-    tile_base = (blockIdx.x * units_q + min(size_t(blockIdx.x), units_r)) * e.unit_tiles;
-    my_tiles = min((units_q + (blockIdx.x < units_r ? 1 : 0)) * e.unit_tiles, num_tiles - min(tile_base, num_tiles));
-  } else {
-    const size_t tiles_q = num_tiles / gridDim.x, tiles_r = num_tiles % gridDim.x;
-    my_tiles = tiles_q + (blockIdx.x < tiles_r ? 1 : 0);
-    tile_base = blockIdx.x * tiles_q + min(size_t(blockIdx.x), tiles_r);
-  }
+  const size_t tiles_q = num_tiles / gridDim.x, tiles_r = num_tiles % gridDim.x;
+  const size_t my_tiles = tiles_q + (blockIdx.x < tiles_r ? 1 : 0);
+  const size_t tile_base = blockIdx.x * tiles_q + min(size_t(blockIdx.x), tiles_r);
   // Groups = 0: chosen by the bytes this CTA pushes per phase (two_shot_auto_groups, measured).
   const size_t push_bytes = my_tiles * size_t(W - 1) * sl.total;
   const size_t n_groups = a.groups > 0 ? size_t(a.groups)
                                        : two_shot_auto_groups(push_bytes, kPassthrough);
-  size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
-  if constexpr (kAddRmsNorm) {  // whole units a group
-    const size_t my_units = (my_tiles + e.unit_tiles - 1) / e.unit_tiles;
-    per_group = my_units ? (my_units + n_groups - 1) / n_groups * e.unit_tiles : 1;
-  }
+  const size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
   const size_t groups = (my_tiles + per_group - 1) / per_group;
   auto tile_of = [&](size_t g, size_t i) { return tile_base + g * per_group + i; };
   auto group_size = [&](size_t g) { return min(per_group, my_tiles - g * per_group); };
@@ -401,20 +382,6 @@ __device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowE
     if (!gather_first && ok && step >= 2) ok = gather(step - 2);
   }
   if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
-  if constexpr (kAddRmsNorm) {
-    // 4. This CTA's rows through the epilogue: their sums are all in `out` now (its own slices
-    // from the reduce, the others' from the gather), stored by every thread of this CTA. After
-    // the pipeline, whose registers are free by then (inside it, every kernel spilled).
-    __shared__ float s_subtrees[2 * kCtaRowMaxSubtrees];
-    const long long t = timers.now();
-    const size_t first = tile_base * tile_values, end = min(first + my_tiles * tile_values, a.numel);
-    __syncthreads();
-    if (ok && first < end)
-      cta_add_rmsnorm_rows<D>(out, static_cast<const uint16_t*>(e.residual), static_cast<const uint16_t*>(e.weight),
-                              static_cast<uint16_t*>(e.residual_out), first / e.hidden, end / e.hidden, e.hidden,
-                              e.eps, s_subtrees);
-    timers.add(Phase::kGather, t);
-  }
   timers.report(me, a.numel);
 
   // The last CTA to finish advances the epoch: every CTA has read it by then.
@@ -426,23 +393,6 @@ __device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowE
       ctrl->two_shot_epoch = epoch;
     }
   }
-}
-
-template <class Codec, DType D, int kWorld, int kThreads = 0>
-__global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) two_shot_kernel(AllReduceArgs a) {
-  two_shot_body<Codec, D, kWorld, kThreads, false>(a, RowEpilogueArgs{});
-}
-
-// The two-shot with the add + RMSNorm epilogue inside: each CTA takes its rows through it once its
-// last gather is done (collectives/all_reduce/rmsnorm_row.cuh), from the sums it just stored (L2),
-// so no second kernel reads the sum back from HBM. Every rank decodes the same sums and holds the
-// same residual (replicated, as tensor parallelism has it): it computes the same rows' statistics
-// itself, so the bits are the two-kernel path's on every rank. 2 CTAs an SM (64 registers): at 3
-// (40) every instantiation spilled 16-160 bytes, with the epilogue inlined or called, after each
-// group's gather or after the pipeline (ptxas -v, session 18).
-template <class Codec, DType D, int kWorld>
-__global__ void __launch_bounds__(kTwoShotMaxThreads, 2) two_shot_add_rmsnorm_kernel(AllReduceArgs a, RowEpilogueArgs e) {
-  two_shot_body<Codec, D, kWorld, 0, true>(a, e);
 }
 
 }  // namespace qr
