@@ -101,21 +101,23 @@ __device__ __forceinline__ void row_sum_barrier_init_and_arrive() {
 template <DType D>
 __device__ __forceinline__ void normalise_row_in_cluster(const AllReduceArgs& a, const RowEpilogueArgs& e, size_t p,
                                                          bool data_thread, bool has_work, float r[kLaneValues],
-                                                         const uint4& weight) {
+                                                         uint4 weight) {
   static_assert(kOneShotThreads == 128, "a CTA's subtree is 4 warps of 32 lanes");
   __shared__ float warp_squares[kOneShotThreads / 32];
   __shared__ float cta_squares[kFusedMaxClusterCtas];
   const uint32_t ctas = cooperative_groups::this_cluster().num_blocks();
   const uint32_t bar = uint32_t(__cvta_generic_to_shared(row_sum_barrier()));
   asm volatile("barrier.cluster.wait;" ::: "memory");  // every CTA of the row runs, its mbarrier armed
-  if (data_thread) {
-    float q = lane_square_sum(r);
+  // The control warp's part ends here: the data warps never wait for its signature check (as the
+  // plain one-shot's), and thread 0 sends (st.async needs no fence, so NVLink stores in flight do
+  // not delay it).
+  if (!data_thread) return;
+  float q = lane_square_sum(r);
 #pragma unroll
-    for (int m = 1; m < 32; m *= 2) q = __fadd_rn(q, __shfl_xor_sync(0xffffffffu, q, m));
-    if (threadIdx.x % 32 == 0) warp_squares[threadIdx.x / 32] = q;
-  }
-  __syncthreads();
-  if (threadIdx.x == kOneShotThreads) {  // the control warp's first lane sends
+  for (int m = 1; m < 32; m *= 2) q = __fadd_rn(q, __shfl_xor_sync(0xffffffffu, q, m));
+  if (threadIdx.x % 32 == 0) warp_squares[threadIdx.x / 32] = q;
+  asm volatile("bar.sync 1, %0;" ::"n"(kOneShotThreads) : "memory");  // the data warps alone
+  if (threadIdx.x == 0) {
     // Its own slot by a plain store, which the arrive's release orders before the phase completes;
     // the other CTAs' by st.async (none in a one-CTA cluster, where st.async is undefined).
     const float mine = __fadd_rn(__fadd_rn(warp_squares[0], warp_squares[1]), __fadd_rn(warp_squares[2], warp_squares[3]));
@@ -133,7 +135,6 @@ __device__ __forceinline__ void normalise_row_in_cluster(const AllReduceArgs& a,
                    "r"(__float_as_uint(mine)), "r"(remote_bar) : "memory");
     }
   }
-  if (!data_thread) return;
   // Every CTA's sum has landed here once the phase completes; a CTA leaves only after that, so no
   // CTA's shared memory is written after it exits.
   for (uint32_t done = 0; !done;)
