@@ -9,6 +9,7 @@ GPU, so it checks results, not speed. conftest.py then runs the multi-GPU tests 
 """
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import tempfile
@@ -56,6 +57,12 @@ def init_rank(rank: int, world_size: int, port: int, backend: str | None = None)
 
 def _worker(rank, world_size, port, scenario_module, scenario_names, out_dir, env, backend):
     os.environ.update(env)
+    # A worker still running after QR_TEST_HANG_DUMP_S (240 s; 0: never; the whole 2-GPU suite takes
+    # ~130 s) prints every thread's stack and exits: a run of tests/gpu printed nothing for 300 s once
+    # (session 18, call 3), as the CPU backend test's workers once sat in a futex wait (session 17).
+    hang_dump_s = float(os.environ.get("QR_TEST_HANG_DUMP_S", "240"))
+    if hang_dump_s > 0:
+        faulthandler.dump_traceback_later(hang_dump_s, exit=True)
     import importlib
 
     import torch.distributed as dist
@@ -76,6 +83,7 @@ def _worker(rank, world_size, port, scenario_module, scenario_names, out_dir, en
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(results, f)
     dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
 
 
 def run_scenarios(scenario_module: str, names: list[str], world_size: int, env: dict | None = None,
