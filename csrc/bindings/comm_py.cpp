@@ -78,14 +78,11 @@ void register_comm(nb::module_& m) {
       "pdl"_a = false, "groups"_a = 0)
       .def("all_reduce_add_rmsnorm", [](qr::Communicator& c, uintptr_t in, uintptr_t out, uintptr_t residual,
                                         uintptr_t weight, uintptr_t residual_out, size_t rows, size_t hidden, float eps,
-                                        int dtype, int codec, int algo, uintptr_t stream, bool pdl) {
-        c.all_reduce_add_rmsnorm(in, out, residual, weight, residual_out, rows, hidden, eps, qr::DType(dtype),
-                                 qr::CodecId(codec), qr::Algo(algo), stream, pdl);
+                                        int dtype, uintptr_t stream, bool pdl) {
+        c.all_reduce_add_rmsnorm(in, out, residual, weight, residual_out, rows, hidden, eps, qr::DType(dtype), stream, pdl);
       }, "in_ptr"_a, "out_ptr"_a, "residual_ptr"_a, "weight_ptr"_a, "residual_out_ptr"_a, "rows"_a, "hidden"_a, "eps"_a,
-      "dtype"_a, "codec"_a, "algo"_a, "stream"_a, "pdl"_a = false)
-      .def("fused_add_rmsnorm_fits", [](const qr::Communicator& c, size_t rows, size_t hidden, int algo) {
-        return c.fused_add_rmsnorm_fits(rows, hidden, qr::Algo(algo));
-      }, "rows"_a, "hidden"_a, "algo"_a)
+      "dtype"_a, "stream"_a, "pdl"_a = false)
+      .def("fused_add_rmsnorm_fits", &qr::Communicator::fused_add_rmsnorm_fits, "rows"_a, "hidden"_a)
       .def("exchange", [](qr::Communicator& c, int kind, uintptr_t in, uintptr_t out, int dtype, int codec,
                           const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts, uintptr_t stream,
                           bool pdl, int threads, bool even_splits, size_t packet_max_bytes) {

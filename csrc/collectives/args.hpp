@@ -34,9 +34,7 @@ struct RowEpilogueArgs {
   const void* weight;
   void* residual_out;
   float eps;
-  // One-shot: a multiple of kFusedRowValues (a thread-block cluster of hidden / 1024 CTAs a row);
-  // two-shot: a multiple of kCtaRowHiddenMultiple that divides the tile.
-  uint32_t hidden;
+  uint32_t hidden;  // a multiple of kFusedRowValues: a thread-block cluster of hidden / 1024 CTAs a row
 };
 static_assert(std::is_trivially_copyable_v<RowEpilogueArgs>, "kernel args are copied by value");
 

@@ -42,9 +42,60 @@ cudaError_t launch_one_shot(const AllReduceArgs& args, DType dtype, cudaStream_t
   });
 }
 
-// Cached per (kernel, CTA size): the occupancy query is slow, and one cache for all kernels once
-// gave codec kernels the grid of whichever kernel ran first (bench/NOTES.md, end of session 2).
-// Keyed by device too: a process may drive GPUs of different kinds.
+namespace {
+// Clusters of 9-16 CTAs are H100's non-portable size: the attribute that allows them is set per
+// kernel and per device (it applies to the device current when it is set), once for each pair.
+cudaError_t allow_nonportable_clusters(const void* kernel) {
+  struct Entry {
+    const void* kernel;
+    int device;
+  };
+  static thread_local std::vector<Entry> allowed;
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  for (const Entry& e : allowed)
+    if (e.kernel == kernel && e.device == device) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e == cudaSuccess) allowed.push_back({kernel, device});
+  return e;
+}
+}  // namespace
+
+cudaError_t fused_one_shot_resident_ctas(int* resident) {
+  int device = 0, sms = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+  *resident = 0;
+  for (const void* kernel : {reinterpret_cast<const void*>(one_shot_add_rmsnorm_kernel<DType::kBFloat16>),
+                             reinterpret_cast<const void*>(one_shot_add_rmsnorm_kernel<DType::kFloat16>)}) {
+    int per_sm = 0;
+    if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, kernel, kOneShotThreads + kOneShotControlThreads, 0); e != cudaSuccess)
+      return e;
+    *resident = *resident == 0 ? sms * per_sm : std::min(*resident, sms * per_sm);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t launch_one_shot_add_rmsnorm(const AllReduceArgs& args, const RowEpilogueArgs& epilogue, DType dtype,
+                                        cudaStream_t stream) {
+  return dispatch_dtype(dtype, [&](auto d) {  // fp16 and bf16 (dispatch_dtype throws for others)
+    auto* kernel = one_shot_add_rmsnorm_kernel<decltype(d)::value>;
+    const unsigned ctas = epilogue.hidden / kFusedRowValues;  // a cluster a row
+    if (const cudaError_t e = allow_nonportable_clusters(reinterpret_cast<const void*>(kernel)); e != cudaSuccess)
+      return e;
+    return launch_maybe_pdl_clustered(kernel, dim3(unsigned(args.numel / kFusedRowValues)),
+                                      dim3(kOneShotThreads + kOneShotControlThreads), ctas, args.pdl, stream, args,
+                                      epilogue);
+  });
+}
+
+namespace {
+// CTAs that fit at once on the whole device for this kernel and CTA size: the two-shot grid never
+// exceeds it, so every CTA a peer waits for is resident. Cached per (kernel, CTA size): the
+// occupancy query is slow, and one cache for all kernels once gave codec kernels the grid of
+// whichever kernel ran first (bench/NOTES.md, end of session 2). Keyed by device too: a process
+// may drive GPUs of different kinds.
 int resident_blocks(const void* kernel, int threads) {
   struct Entry {
     const void* kernel;
@@ -61,7 +112,6 @@ int resident_blocks(const void* kernel, int threads) {
   return cache.back().blocks;
 }
 
-namespace {
 // The two-shot kernel for this world size: specialised for 2, 4 and 8, generic otherwise.
 template <class Codec, DType D>
 auto two_shot_for(int world_size, int threads) {

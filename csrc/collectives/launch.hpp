@@ -1,4 +1,4 @@
-// Host-side launchers (implemented in dispatch.cu and, those with an epilogue inside, dispatch_epilogue.cu); they enqueue on the caller's stream and return
+// Host-side launchers (implemented in dispatch.cu); they enqueue on the caller's stream and return
 // the launch status. Contracts:
 //  - one-shot: passthrough only, numel * 2 <= min(max_size, one_shot_max_bytes(world_size)).
 //  - two-shot: any codec, numel * 2 <= max_size.
@@ -23,14 +23,6 @@ cudaError_t launch_one_shot_add_rmsnorm(const AllReduceArgs& args, const RowEpil
 cudaError_t fused_one_shot_resident_ctas(int* resident);
 cudaError_t launch_fill_u32(uint32_t* ptr, size_t count, uint32_t value, cudaStream_t stream);
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream);
-// The two-shot with the add + RMSNorm epilogue inside (16-bit dtypes, any codec; args.threads set,
-// args.blocks chosen here; the caller checked that hidden is a multiple of kCtaRowHiddenMultiple
-// up to kCtaRowMaxHidden and divides the tile, threads x 8 x world size).
-cudaError_t launch_two_shot_add_rmsnorm(AllReduceArgs args, const RowEpilogueArgs& epilogue, DType dtype,
-                                        CodecId codec, cudaStream_t stream);
-// CTAs of `kernel` (at `threads` a CTA) resident at once on the current device: a two-shot grid
-// never exceeds it, so every CTA a peer waits for runs in the first wave (dispatch.cu; cached).
-int resident_blocks(const void* kernel, int threads);
 // Segment collectives (exchange.cuh): any codec, dtypes fp16/bf16/fp32; threads in {128, 256, 512}.
 cudaError_t launch_exchange(const ExchangeArgs& args, DType dtype, CodecId codec, int threads, cudaStream_t stream);
 // Small even segments, passthrough (packets.cuh): even_count * dtype bytes <= layout.packet_vectors * 16.

@@ -184,15 +184,11 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
   }
 }
 
-bool Communicator::fused_add_rmsnorm_fits(size_t rows, size_t hidden, Algo algo) const {
-  const size_t numel = rows * hidden;
-  if (rows == 0 || hidden == 0 || numel * 2 > max_bytes_) return false;
-  if (algo == Algo::kTwoShot)
-    return hidden % kCtaRowHiddenMultiple == 0 && hidden <= kCtaRowMaxHidden &&
-           size_t(default_two_shot_threads(numel, world_size_)) * kLaneValues * world_size_ % hidden == 0;
-  const size_t ctas = hidden / kFusedRowValues;
-  if (algo != Algo::kOneShot || hidden % kFusedRowValues != 0 || ctas < size_t(kFusedMinClusterCtas) ||
-      ctas > size_t(kFusedMaxClusterCtas) || numel * 2 > kFusedOneShotMaxBytes || numel * 2 > one_shot_max_bytes())
+bool Communicator::fused_add_rmsnorm_fits(size_t rows, size_t hidden) const {
+  const size_t numel = rows * hidden, ctas = hidden / kFusedRowValues;
+  if (rows == 0 || hidden % kFusedRowValues != 0 || ctas < size_t(kFusedMinClusterCtas) ||
+      ctas > size_t(kFusedMaxClusterCtas) || numel * 2 > kFusedOneShotMaxBytes || numel * 2 > one_shot_max_bytes() ||
+      numel * 2 > max_bytes_)
     return false;
   if (fused_resident_ctas_ == 0) {  // a failed query raises, never a silent other route
     DeviceGuard guard(device_);
@@ -204,45 +200,26 @@ bool Communicator::fused_add_rmsnorm_fits(size_t rows, size_t hidden, Algo algo)
 
 void Communicator::all_reduce_add_rmsnorm(uintptr_t in, uintptr_t out, uintptr_t residual, uintptr_t weight,
                                           uintptr_t residual_out, size_t rows, size_t hidden, float eps, DType dtype,
-                                          CodecId codec, Algo algo, uintptr_t stream, bool pdl) {
+                                          uintptr_t stream, bool pdl) {
   require_usable();
   check();
   if (dtype == DType::kFloat32) throw std::invalid_argument("the fused add + RMSNorm takes float16 and bfloat16");
-  if (algo == Algo::kOneShot && codec != CodecId::kPassthrough)
-    throw std::invalid_argument("the one-shot algorithm is passthrough only");
-  if (!fused_add_rmsnorm_fits(rows, hidden, algo)) {
-    if (algo == Algo::kOneShot)
-      throw std::invalid_argument(
-          "the fused one-shot add + RMSNorm takes rows of a multiple of 1024 values up to 16384, at most " +
-          std::to_string(std::min({one_shot_max_bytes(), kFusedOneShotMaxBytes, max_bytes_})) +
-          " bytes (the communicator's max_size included) in CTAs resident at once; got " + std::to_string(rows) +
-          " x " + std::to_string(hidden));
-    throw std::invalid_argument("the fused two-shot add + RMSNorm takes rows of a multiple of " +
-                                std::to_string(kCtaRowHiddenMultiple) + " values up to " +
-                                std::to_string(kCtaRowMaxHidden) + " that divide its tile (" +
-                                std::to_string(size_t(default_two_shot_threads(rows * hidden, world_size_)) *
-                                               kLaneValues * world_size_) +
-                                " values here), at most max_size " + std::to_string(max_bytes_) + " bytes; got " +
+  if (!fused_add_rmsnorm_fits(rows, hidden))
+    throw std::invalid_argument("the fused add + RMSNorm takes rows of a multiple of 1024 values up to 16384, "
+                                "at most " + std::to_string(std::min({one_shot_max_bytes(), kFusedOneShotMaxBytes, max_bytes_})) +
+                                " bytes (the communicator's max_size included) in CTAs resident at once; got " +
                                 std::to_string(rows) + " x " + std::to_string(hidden));
-  }
   if ((in | out | residual | weight | residual_out) % 16)
     throw std::invalid_argument("the fused add + RMSNorm's tensors must be 16-byte aligned");
   AllReduceArgs args{};
   fill_common(args, in, out, pdl);
   args.numel = rows * hidden;
-  // A plain all-reduce of the same size on a peer (or another row length) is a different call.
-  args.signature = call_signature(args.numel, dtype, codec, Algo((algo == Algo::kOneShot ? 0x10000 : 0x20000) + int(hidden)));
-  RowEpilogueArgs epilogue{reinterpret_cast<const void*>(residual), reinterpret_cast<const void*>(weight),
-                           reinterpret_cast<void*>(residual_out), eps, uint32_t(hidden)};
+  // A plain one-shot of the same size on a peer (or another row length) is a different call.
+  args.signature = call_signature(args.numel, dtype, CodecId::kPassthrough, Algo(0x10000 + int(hidden)));
+  const RowEpilogueArgs epilogue{reinterpret_cast<const void*>(residual), reinterpret_cast<const void*>(weight),
+                                 reinterpret_cast<void*>(residual_out), eps, uint32_t(hidden)};
   DeviceGuard guard(device_);
-  auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (algo == Algo::kOneShot) {
-    QR_CUDA_CHECK(launch_one_shot_add_rmsnorm(args, epilogue, dtype, s));
-  } else {
-    args.threads = default_two_shot_threads(args.numel, world_size_);
-    args.groups = 0;
-    QR_CUDA_CHECK(launch_two_shot_add_rmsnorm(args, epilogue, dtype, codec, s));
-  }
+  QR_CUDA_CHECK(launch_one_shot_add_rmsnorm(args, epilogue, dtype, reinterpret_cast<cudaStream_t>(stream)));
 }
 
 void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DType dtype, CodecId codec,

@@ -35,18 +35,15 @@ class Communicator {
   // in/out: device pointers, 16-byte aligned; out may equal in. threads = 0 picks the CTA size.
   void all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType dtype, CodecId codec, Algo algo,
                   uintptr_t stream, int threads = 0, int blocks = 0, bool pdl = false, int groups = 0);
-  // The all-reduce of rows x hidden values with the add + RMSNorm epilogue in the same kernel
-  // (out = the normed rows, residual_out = sum + residual), by `algo` (the one-shot: passthrough
-  // only; the two-shot: any codec): where fused_add_rmsnorm_fits.
+  // The one-shot all-reduce of rows x hidden values with the add + RMSNorm epilogue in the same
+  // kernel (out = the normed rows, residual_out = sum + residual): where fused_add_rmsnorm_fits.
   void all_reduce_add_rmsnorm(uintptr_t in, uintptr_t out, uintptr_t residual, uintptr_t weight,
                               uintptr_t residual_out, size_t rows, size_t hidden, float eps, DType dtype,
-                              CodecId codec, Algo algo, uintptr_t stream, bool pdl = false);
-  // Whether that algorithm's fused kernel takes the shape. One-shot: a row a cluster of whole
-  // 128-thread CTAs (hidden a multiple of 1024, 2 to 16 of them), one vector a thread, within the
-  // one-shot's buffers, at most kFusedOneShotMaxBytes (above it the two-kernel path measured
-  // faster). Two-shot: hidden a multiple of 256 up to kCtaRowMaxHidden that divides the tile
-  // (threads x 8 x world size: rows whole in one tile), within max_size.
-  bool fused_add_rmsnorm_fits(size_t rows, size_t hidden, Algo algo) const;
+                              uintptr_t stream, bool pdl = false);
+  // Whether that kernel takes the shape: a row a cluster of whole 128-thread CTAs (hidden a
+  // multiple of 1024, 1 to 16 of them), one vector a thread, within the one-shot's buffers, at
+  // most kFusedOneShotMaxBytes (above it the two-kernel path measured faster).
+  bool fused_add_rmsnorm_fits(size_t rows, size_t hidden) const;
   // Reduce-scatter, all-gather or all-to-all (docs/codec-spec.md). Counts are values, one per rank:
   //  - all-gather: send_counts[d] = k (my whole input to everyone), recv_counts[s] = k;
   //  - all-to-all: send_counts[d] = my input split for d, recv_counts[s] = my output split from s

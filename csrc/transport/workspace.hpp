@@ -50,13 +50,6 @@ constexpr int kFusedMinClusterCtas = 1;
 // against fused, 3.71 / 3.42 us at 8 KiB, 4.71 / 4.86 at 256 KiB, 5.61 / 6.32 at 512 KiB; call 6,
 // another machine, 5.05 / 4.27 at 256 KiB). Every rank computes the same route.
 constexpr size_t kFusedOneShotMaxBytes = 256 << 10;
-// The two-shot with the epilogue inside (two_shot_add_rmsnorm_kernel): rows of whole 256-value
-// warps (hidden a multiple of 256; the row's tree over at most 64 of them, hidden 16384), whole in
-// one tile (tile values a multiple of hidden), so the rank that gathers a tile has every partial
-// sum of squares of its rows.
-constexpr uint32_t kCtaRowHiddenMultiple = 32 * 8;
-constexpr int kCtaRowMaxSubtrees = 64;
-constexpr uint32_t kCtaRowMaxHidden = kCtaRowMaxSubtrees * kCtaRowHiddenMultiple;
 // Largest message the one-shot accepts. On 2 GPUs it moves the same bytes as the two-shot with one
 // crossing instead of two, and measured faster up to 8 MiB (8 MiB: 30.5 against 32.7 us; 12 MiB:
 // 46.0 against 44.5; bench/NOTES.md change 26); on more GPUs it moves W-1 times the message.
@@ -148,7 +141,7 @@ struct WorkspaceLayout {
   size_t lamport_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * lamport_vectors * 16; }
   size_t packet_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * packet_vectors * 16; }
   size_t control, rs_flags, ag_flags, rs_forms, ag_forms, lamport, rs_data, ag_data;
-  size_t xc_flags, xc_sizes, xc_data, xp_data, ag_partials, total;
+  size_t xc_flags, xc_sizes, xc_data, xp_data, total;
   size_t max_tiles, lamport_vectors;  // lamport_vectors: per buffer and source
   size_t packet_vectors;              // small-segment vectors per buffer and source
   size_t max_exchange_slices;         // most slices one exchange segment can have
@@ -187,10 +180,6 @@ struct WorkspaceLayout {
     w.xc_data = take(max_bytes + size_t(world_size) * kMaxWireSliceBytes);
     w.packet_vectors = align_up(std::min(max_bytes, kPacketMaxSegmentBytes), 16) / 16;
     w.xp_data = take(w.packet_bytes(world_size));
-    // The two-shot with the add + RMSNorm epilogue inside: the sum of squares of every 256 values
-    // (a warp's lanes, one subtree of the row's tree), a float at [value / 256], written by the
-    // value's owner into every rank's region with its reduced slice.
-    w.ag_partials = take((max_values + slack) / kCtaRowHiddenMultiple * 4);
     w.total = off;
     return w;
   }

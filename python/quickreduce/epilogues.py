@@ -1,12 +1,10 @@
-"""What follows the all-reduce in every transformer layer: the residual add, RMSNorm and,
-optionally, the normed rows as FP8 e4m3 for the next GEMM (`Communicator.all_reduce_add_rmsnorm`;
-arithmetic in docs/codec-spec.md, "Add + RMSNorm epilogue").
+"""What follows the all-reduce in every transformer layer, fused into one kernel after it: the
+residual add, RMSNorm and, optionally, the normed rows as FP8 e4m3 for the next GEMM
+(`Communicator.all_reduce_add_rmsnorm`; arithmetic in docs/codec-spec.md, "Add + RMSNorm epilogue").
 
-Where the shape allows, the all-reduce's own kernel runs it (the one-shot on its sum in registers,
-the two-shot in its gather, from each row's sums of squares its owners sent with the sum). Otherwise (FP8 output, other rows) the
-epilogue kernel follows the all-reduce, chained with programmatic dependent launch: it launches
-while the all-reduce finishes and reads its sum once. The unfused sequence either replaces reads
-and writes the hidden state two or three more times in two or three more launches.
+The epilogue kernel is chained to the all-reduce with programmatic dependent launch: it launches
+while the all-reduce finishes and reads its sum once. The unfused sequence it replaces reads and
+writes the hidden state two or three more times in two or three more launches.
 """
 from __future__ import annotations
 
@@ -14,11 +12,10 @@ from typing import Optional
 
 import torch
 
-from . import _C, codecs
+from . import _C
 
 FP8_MODES = {None: _C.FP8_OUT_NONE, "per_token": _C.FP8_OUT_PER_TOKEN, "per_tensor": _C.FP8_OUT_PER_TENSOR}
 _DTYPE_IDS = {torch.float16: _C.DTYPE_FLOAT16, torch.bfloat16: _C.DTYPE_BFLOAT16}
-_ALGO_IDS = {"one_shot": _C.ALGO_ONE_SHOT, "two_shot": _C.ALGO_TWO_SHOT}
 
 
 def check_args(x, residual, weight, eps, out, residual_out, fp8, fp8_scale) -> tuple[int, int]:
@@ -88,31 +85,24 @@ def all_reduce_add_rmsnorm(comm, x: torch.Tensor, residual: torch.Tensor, weight
     if residual_out is None:
         residual_out = torch.empty_like(x)
     comm._check_tensor(x, "x", _DTYPE_IDS)  # contiguous, on this communicator's device, open
-    route = _fused_route(comm, x, codec, rows, hidden) if fp8 is None else None
-    if route is not None:
-        algo, codec_name = route
+    if fp8 is None and _fuses(comm, x, codec, rows, hidden):
         out = out if out is not None else torch.empty_like(x)
         comm._c.all_reduce_add_rmsnorm(x.data_ptr(), out.data_ptr(), residual.data_ptr(), weight.data_ptr(),
                                        residual_out.data_ptr(), rows, hidden, float(eps), _DTYPE_IDS[x.dtype],
-                                       codecs.codec_id(codec_name), _ALGO_IDS[algo],
                                        torch.cuda.current_stream(x.device).cuda_stream, pdl=comm.pdl)
         return out, residual_out
     summed = comm.all_reduce(x, out=out if out is not None else torch.empty_like(x), codec=codec)
     return _launch(summed, residual, weight, eps, summed, residual_out, fp8, fp8_scale, rows, hidden)
 
 
-def _fused_route(comm, x: torch.Tensor, codec: Optional[str], rows: int, hidden: int):
-    """(algorithm, codec) of the all-reduce when the call runs as one kernel, else None: the path is
-    on (QUICKREDUCE_FUSED_EPILOGUE), and the all-reduce the plan picks has a fused kernel that takes
-    the shape. The one-shot (one_shot_add_rmsnorm_kernel): rows of whole clusters of CTAs (hidden a
-    multiple of 1024 up to 16384), at most 256 KiB. The two-shot, every codec
-    (two_shot_add_rmsnorm_kernel): hidden a multiple of 256 up to 16384 that divides its tile
-    (threads x 8 x world size values), so every row lies in one tile.
+def _fuses(comm, x: torch.Tensor, codec: Optional[str], rows: int, hidden: int) -> bool:
+    """Whether the call runs as one kernel (one_shot_add_rmsnorm_kernel): the all-reduce would run
+    the one-shot (an exact codec at a size where the table picks it), the rows are whole clusters of
+    CTAs (hidden a multiple of 1024 up to 16384), the tensor is at most 256 KiB and the fused
+    path is on (QUICKREDUCE_FUSED_EPILOGUE).
     The bits are the same either way."""
-    if not comm.fused_epilogue or x.dtype not in _DTYPE_IDS:
-        return None
+    if not comm.fused_epilogue or x.dtype not in _DTYPE_IDS or not comm._c.fused_add_rmsnorm_fits(rows, hidden):
+        return False
     name = codec if codec is not None else comm.codec_for("all_reduce")
-    algo, codec_name = comm._plan(x.numel() * x.element_size(), x.dtype, name, "auto")
-    if algo not in _ALGO_IDS or not comm._c.fused_add_rmsnorm_fits(rows, hidden, _ALGO_IDS[algo]):
-        return None
-    return algo, codec_name
+    algo, _ = comm._plan(x.numel() * x.element_size(), x.dtype, name, "auto")
+    return algo == "one_shot"

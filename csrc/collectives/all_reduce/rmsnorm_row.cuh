@@ -32,23 +32,3 @@ __device__ __forceinline__ float normed(float r, float inv_rms, float w) {
 }
 
 }  // namespace qr
-
-namespace qr {
-
-// 1 / rms of a row from the sums of squares of its 32-lane subtrees (`stored` of them, leaf(i)
-// reads subtree i; the rest of the tree's `top` leaves, top = the row's lanes padded to a power of
-// two of at least 256, over 32, are zero): warp lane j takes leaf j (two when top = 64) and the
-// shuffles finish the spec's pairwise tree. A converged warp calls it; every lane gets the result.
-template <class Leaf>
-__device__ __forceinline__ float row_inverse_rms(Leaf leaf, int stored, int top, uint32_t hidden, float eps) {
-  const int warp_lane = threadIdx.x % 32;
-  auto entry = [&](int i) { return i < stored ? leaf(i) : 0.0f; };
-  float x = top > 32 ? __fadd_rn(entry(2 * warp_lane), entry(2 * warp_lane + 1))
-                     : (warp_lane < top ? entry(warp_lane) : 0.0f);
-#pragma unroll
-  for (int m = 1; m < 32; m *= 2)
-    if (m < top) x = __fadd_rn(x, __shfl_xor_sync(0xffffffffu, x, m));
-  return inverse_rms(__shfl_sync(0xffffffffu, x, 0), hidden, eps);
-}
-
-}  // namespace qr

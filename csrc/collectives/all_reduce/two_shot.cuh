@@ -28,7 +28,6 @@
 
 #include "codecs/codec_list.hpp"
 #include "collectives/all_reduce/phase_timers.cuh"
-#include "collectives/all_reduce/rmsnorm_row.cuh"
 #include "collectives/args.hpp"
 #include "transport/bulk_copy.cuh"
 #include "transport/lane_io.cuh"
@@ -61,10 +60,8 @@ template <class Codec>
 constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> || kIsRotated<Codec> ? 3 : 4;
 // kThreads: the CTA size as a compile-time constant (the slice layout and strides fold), or 0 for
 // blockDim.x.
-// kAddRmsNorm: the add + RMSNorm epilogue inside (two_shot_add_rmsnorm_kernel below), else the
-// plain all-reduce (`e` unused).
-template <class Codec, DType D, int kWorld, int kThreads, bool kAddRmsNorm>
-__device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowEpilogueArgs& e) {
+template <class Codec, DType D, int kWorld, int kThreads = 0>
+__global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
   constexpr bool kPassthrough = std::is_same_v<Codec, PassthroughCodec>;  // groups and step order differ
@@ -289,82 +286,6 @@ __device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowE
     }
     });
   };
-  // The epilogue (kAddRmsNorm). Rows lie whole in a tile and are whole 256-value warps, so a
-  // warp's lane holds values of one row, and the row's tree (docs/codec-spec.md) is its warps'
-  // subtree sums, combined on top. The owner of a slice forms r = to_T(to_T(sum) + residual) for it
-  // in the reduce step, stores residual_out, and writes each warp's sum of squares into every
-  // rank's ag_partials before the flag that announces the slice (a plain store before the CTA
-  // barrier that precedes the release). In the gather, every rank takes each row's 1 / rms from
-  // those sums (the same floats everywhere, so the same bits), then normalises: the other owners'
-  // slices as it decodes them (their r from the decoded sum and its residual, replicated as tensor
-  // parallelism has it), its own slice from the r it stored. out never holds the sum.
-  __shared__ float s_inv_rms[kAddRmsNorm ? kTwoShotMaxThreads * kLaneValues * kMaxWorldSize / kCtaRowHiddenMultiple : 1];
-  const auto* residual = static_cast<const uint16_t*>(e.residual);
-  const auto* weight = static_cast<const uint16_t*>(e.weight);
-  auto* residual_out = static_cast<uint16_t*>(e.residual_out);
-  const auto* partials = reinterpret_cast<const float*>(local + a.layout.ag_partials);
-  auto own_rows = [&](size_t first, ptrdiff_t valid, const float sum[kLaneValues]) {  // my lane of my slice
-    const size_t at = first + lane_offset;
-    float q = 0.0f;
-    if (valid > 0) {  // a lane is whole or empty: numel is whole rows of whole 256-value warps
-      float r[kLaneValues];
-      unpack_lane<D>(*reinterpret_cast<const uint4*>(residual + at), r);
-#pragma unroll
-      for (int k = 0; k < kLaneValues; ++k) r[k] = add_residual<D>(to_float<D>(from_float<D>(sum[k])), r[k]);
-      *reinterpret_cast<uint4*>(residual_out + at) = pack_lane<D>(r);
-      q = lane_square_sum(r);
-    }
-#pragma unroll
-    for (int m = 1; m < 32; m *= 2) q = __fadd_rn(q, __shfl_xor_sync(0xffffffffu, q, m));
-    const size_t warp_first = at - size_t(lane % 32) * kLaneValues;
-    if (lane % 32 == 0 && warp_first < a.numel)
-      for (int j = 0; j < W; ++j)
-        reinterpret_cast<float*>(a.workspaces[j] + a.layout.ag_partials)[warp_first / kCtaRowHiddenMultiple] = q;
-  };
-  const int row_lanes = int(e.hidden / kLaneValues);
-  int padded_lanes = 256;  // the spec's tree: the row's lanes padded to a power of two, at least 256
-  while (padded_lanes < row_lanes) padded_lanes *= 2;
-  auto tile_rows_inverse_rms = [&](size_t first) {  // every row of the tile starting at value `first`
-    const size_t rows = (min(first + tile_values, a.numel) - first) / e.hidden;
-    const int subtrees = int(e.hidden / kCtaRowHiddenMultiple);
-    __syncthreads();  // the previous tile's values are read
-    for (size_t row = lane / 32; row < rows; row += blockDim.x / 32) {
-      const float* leaves = partials + (first + row * e.hidden) / kCtaRowHiddenMultiple;
-      const float x = row_inverse_rms([&](int i) { return __ldcg(leaves + i); }, subtrees, padded_lanes / 32,
-                                      e.hidden, e.eps);
-      if (lane % 32 == 0) s_inv_rms[row] = x;
-    }
-    __syncthreads();
-  };
-  // y = normed(r) into out at value `at` (a lane of the tile starting at value tile_first).
-  auto store_normed = [&](size_t at, float r[kLaneValues], size_t tile_first) {
-    float w[kLaneValues];
-    unpack_lane<D>(*reinterpret_cast<const uint4*>(weight + at % e.hidden), w);
-    const float inv_rms = s_inv_rms[(at - tile_first) / e.hidden];
-#pragma unroll
-    for (int k = 0; k < kLaneValues; ++k) r[k] = normed<D>(r[k], inv_rms, w[k]);
-    *reinterpret_cast<uint4*>(out + at) = pack_lane<D>(r);
-  };
-  size_t tile_first = 0;  // the tile the gather normalises (set by normalise_own_slice)
-  auto normalise_own_slice = [&](size_t first, ptrdiff_t valid) {
-    tile_first = first - me * slice_values;
-    if (valid <= 0) return;
-    const size_t at = first + lane_offset;
-    float r[kLaneValues];
-    unpack_lane<D>(__ldcg(reinterpret_cast<const uint4*>(residual_out + at)), r);
-    store_normed(at, r, tile_first);
-  };
-  auto normalise_lane = [&](size_t first, ptrdiff_t valid, const float sum[kLaneValues]) {
-    if (valid <= 0) return;
-    const size_t at = first + lane_offset;
-    float r[kLaneValues];
-    unpack_lane<D>(*reinterpret_cast<const uint4*>(residual + at), r);
-#pragma unroll
-    for (int k = 0; k < kLaneValues; ++k) r[k] = add_residual<D>(to_float<D>(from_float<D>(sum[k])), r[k]);
-    *reinterpret_cast<uint4*>(residual_out + at) = pack_lane<D>(r);
-    store_normed(at, r, tile_first);
-  };
-
   auto reduce = [&](size_t g) {  // 2. sum my slice in rank order, broadcast the encoded sum
     TileCursor c = cursor(g);
     const uint32_t n = uint32_t(group_size(g));
@@ -397,11 +318,7 @@ __device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowE
       Packed p;
       const uint16_t scale = IO::encode_keep(acc, p);  // the owner keeps exactly what it broadcasts
       if constexpr (kRotated) unrotate_lane(acc);  // (p holds the payload: acc is free now)
-      if constexpr (kAddRmsNorm) {
-        own_rows(c.first + me * slice_values, lane_valid(c.first, full, me), acc);
-      } else {
-        store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c.first, full, me), acc);
-      }
+      store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c.first, full, me), acc);
       const bool flush = part + 1 == kParts || i + 1 == n;
       send_slice(
           p, scale,
@@ -426,10 +343,6 @@ __device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowE
     for (uint32_t i = 0; i < n; ++i, advance(c)) {
       const bool full = kFull || c.first + tile_values <= a.numel;
       const uint8_t* slots = local + a.layout.ag_data + c.slots;
-      if constexpr (kAddRmsNorm) {
-        tile_rows_inverse_rms(c.first);
-        normalise_own_slice(c.first + me * slice_values, lane_valid(c.first, full, me));
-      }
       for (int j = 1; j < W; ++j) {
         const int src = rank_after(j);
         Packed p;
@@ -438,11 +351,7 @@ __device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowE
             IO::load(slots + src * src_stride, sl, lane, p, form_at(local + a.layout.ag_forms, c.index + src));
         IO::decode(p, scale, v);
         if constexpr (kRotated) unrotate_lane(v);
-        if constexpr (kAddRmsNorm) {
-          normalise_lane(c.first + src * slice_values, lane_valid(c.first, full, src), v);
-        } else {
-          store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c.first, full, src), v);
-        }
+        store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c.first, full, src), v);
       }
     }
     });
@@ -484,18 +393,6 @@ __device__ __forceinline__ void two_shot_body(const AllReduceArgs& a, const RowE
       ctrl->two_shot_epoch = epoch;
     }
   }
-}
-
-template <class Codec, DType D, int kWorld, int kThreads = 0>
-__global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) two_shot_kernel(AllReduceArgs a) {
-  two_shot_body<Codec, D, kWorld, kThreads, false>(a, RowEpilogueArgs{});
-}
-
-// The two-shot with the add + RMSNorm epilogue inside (see "The epilogue" in two_shot_body): no
-// pass over the sum after the all-reduce, and no second kernel. 2 CTAs an SM (64 registers).
-template <class Codec, DType D, int kWorld>
-__global__ void __launch_bounds__(kTwoShotMaxThreads, 2) two_shot_add_rmsnorm_kernel(AllReduceArgs a, RowEpilogueArgs e) {
-  two_shot_body<Codec, D, kWorld, 0, true>(a, e);
 }
 
 }  // namespace qr
