@@ -74,9 +74,9 @@ __device__ __forceinline__ void accumulate_vector(float acc[kLaneValues], const 
 
 // The fused epilogue's row statistics. A row is a thread-block cluster of hidden / 1024 CTAs; each
 // CTA's 128 lanes are an aligned subtree of the row's pairwise sum-of-squares tree (warp shuffles,
-// then the 4 warps in pairs), each CTA sends its sum to every CTA of the cluster (itself included)
-// with st.async, which completes bytes on the receiving CTA's mbarrier, and each CTA finishes the
-// tree's top levels itself (the same bits in every CTA, as the epilogue kernel's; docs/codec-spec.md).
+// then the 4 warps in pairs), each CTA sends its sum to every other CTA of the cluster with
+// st.async, which completes bytes on the receiving CTA's mbarrier, and each CTA finishes the tree's
+// top levels itself (the same bits in every CTA, as the epilogue kernel's; docs/codec-spec.md).
 // No release fence: a release (cluster.sync()'s arrive) is a MEMBAR.ALL.GPU, which waits for the
 // NVLink and global stores in flight (1.2-1.5 us a call measured on 2x H200; bench/NOTES.md
 // session 17); the mbarrier's transaction count orders the DSMEM data instead. A CTA writes its own
