@@ -61,16 +61,24 @@ cudaError_t allow_nonportable_clusters(const void* kernel) {
 }
 }  // namespace
 
-cudaError_t fused_one_shot_resident_ctas(int* resident) {
-  int device = 0, sms = 0;
+namespace {
+// The current device's SMs and how many CTAs of `kernel` (at `threads` a CTA) fit on one at once:
+// what resident_blocks and fused_one_shot_resident_ctas size their grids by (each with its own
+// policy for a failed query).
+cudaError_t occupancy(const void* kernel, int threads, int* sms, int* per_sm) {
+  int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+  if (const cudaError_t e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, kernel, threads, 0);
+}
+}  // namespace
+
+cudaError_t fused_one_shot_resident_ctas(int* resident) {
   *resident = 0;
   for (const void* kernel : {reinterpret_cast<const void*>(one_shot_add_rmsnorm_kernel<DType::kBFloat16>),
                              reinterpret_cast<const void*>(one_shot_add_rmsnorm_kernel<DType::kFloat16>)}) {
-    int per_sm = 0;
-    if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, kernel, kOneShotThreads + kOneShotControlThreads, 0); e != cudaSuccess)
+    int sms = 0, per_sm = 0;
+    if (const cudaError_t e = occupancy(kernel, kOneShotThreads + kOneShotControlThreads, &sms, &per_sm); e != cudaSuccess)
       return e;
     *resident = *resident == 0 ? sms * per_sm : std::min(*resident, sms * per_sm);
   }
@@ -106,8 +114,7 @@ int resident_blocks(const void* kernel, int threads) {
   cudaGetDevice(&device);
   for (const Entry& e : cache)
     if (e.kernel == kernel && e.device == device && e.threads == threads) return e.blocks;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
+  occupancy(kernel, threads, &sms, &per_sm);  // a failed query: one CTA an SM
   cache.push_back({kernel, device, threads, sms * (per_sm > 0 ? per_sm : 1)});
   return cache.back().blocks;
 }
