@@ -84,8 +84,8 @@ def all_reduce_add_rmsnorm(comm, x: torch.Tensor, residual: torch.Tensor, weight
     rows, hidden = check_args(x, residual, weight, eps, out, residual_out, fp8, fp8_scale)
     if residual_out is None:
         residual_out = torch.empty_like(x)
-    comm._check_tensor(x, "x", _DTYPE_IDS)  # contiguous, on this communicator's device, open
     if fp8 is None and _fuses(comm, x, codec, rows, hidden):
+        comm._check_tensor(x, "x", _DTYPE_IDS)  # as all_reduce checks it on the other path
         out = out if out is not None else torch.empty_like(x)
         comm._c.all_reduce_add_rmsnorm(x.data_ptr(), out.data_ptr(), residual.data_ptr(), weight.data_ptr(),
                                        residual_out.data_ptr(), rows, hidden, float(eps), _DTYPE_IDS[x.dtype],
