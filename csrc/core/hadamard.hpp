@@ -14,8 +14,12 @@
 
 namespace qr {
 
-// Bit i: whether value i of a block is negated before the transform (a fixed pseudo-random pattern).
-constexpr uint32_t kRotationSigns = 0x9E3779B9u;
+// Bit i: whether value i of a block is negated before the transform (a fixed pseudo-random pattern
+// of 8 bits, the same for each of a block's 4 lanes: on the GPU every sign is then a compile-time
+// constant and folds into the power-of-two multiplies, where a pattern per lane took two integer
+// ops a value each way; quality as the 32-bit 0x9E3779B9 had, bench/NOTES.md session 18).
+constexpr uint32_t kRotationLaneSigns = 0xB9u;
+constexpr uint32_t kRotationSigns = kRotationLaneSigns * 0x01010101u;
 constexpr float kRotateScale = 0.03125f;      // 2^-5, before the forward butterflies
 constexpr float kUnrotatePreScale = 0.125f;   // 2^-3, before the inverse butterflies
 constexpr float kUnrotatePostScale = 8.0f;    // 2^3, after them
@@ -33,14 +37,15 @@ QR_HD void hadamard_lane_stages(float v[kLaneValues]) {
       }
 }
 
-// Sign flip of a lane's 8 values: `lane` is the lane's place in its block (0..3). An XOR of the
-// sign bit from the lane's 8 bits of kRotationSigns (the same bits as a negation; on the GPU two
-// integer ops a value where a test and a select took more).
-QR_HD void flip_signs(float v[kLaneValues], int lane) {
-  const uint32_t signs = kRotationSigns >> (kLaneValues * lane);
+// Sign flip of a lane's 8 values (any lane of a block: the pattern repeats), an XOR of the sign bit.
+QR_HD void flip_signs(float v[kLaneValues]) {
 #pragma unroll
-  for (int i = 0; i < kLaneValues; ++i) v[i] = bits_float(float_bits(v[i]) ^ ((signs << (31 - i)) & 0x80000000u));
+  for (int i = 0; i < kLaneValues; ++i)
+    v[i] = bits_float(float_bits(v[i]) ^ ((kRotationLaneSigns << (31 - i)) & 0x80000000u));
 }
+// The factor s_i * f of value i of a lane: flipping then multiplying by a power of two f is this one
+// exact multiply, bit for bit (a NaN may come out as another NaN).
+QR_HD constexpr float signed_factor(int i, float f) { return (kRotationLaneSigns >> i) & 1u ? -f : f; }
 
 // The whole-block transform on the host (the twin): the lane stages of each lane, then the
 // cross-lane butterflies h = 8, 16, in the order the kernels' shuffles take.
@@ -55,7 +60,7 @@ inline void hadamard_block(float v[kBlockValues]) {
       }
 }
 inline void rotate_block(float v[kBlockValues]) {
-  for (int l = 0; l < kLanesPerBlock; ++l) flip_signs(v + l * kLaneValues, l);
+  for (int l = 0; l < kLanesPerBlock; ++l) flip_signs(v + l * kLaneValues);
   for (int i = 0; i < kBlockValues; ++i) v[i] *= kRotateScale;
   hadamard_block(v);
 }
@@ -63,7 +68,7 @@ inline void unrotate_block(float v[kBlockValues]) {
   for (int i = 0; i < kBlockValues; ++i) v[i] *= kUnrotatePreScale;
   hadamard_block(v);
   for (int i = 0; i < kBlockValues; ++i) v[i] *= kUnrotatePostScale;
-  for (int l = 0; l < kLanesPerBlock; ++l) flip_signs(v + l * kLaneValues, l);
+  for (int l = 0; l < kLanesPerBlock; ++l) flip_signs(v + l * kLaneValues);
 }
 
 // Whether a codec rotates its blocks (Codec::kRotated, false where a codec does not say).

@@ -158,7 +158,7 @@ struct LaneIO<LosslessCodec, D> {
 // order, as the host's rotate_block: every lane of the warp must take part.
 // Cheaper forms of the same bits: the upper partner's a - b is fma(-1, b, a) (the product is exact,
 // so one rounding, as the subtraction), which takes one FFMA where a select and an add took two;
-// the sign flips are core/hadamard.hpp's flip_signs (an XOR of the sign bit).
+// the sign flips fold into the power-of-two multiplies (signed_factor).
 __device__ __forceinline__ void hadamard_lane(float v[kLaneValues]) {
   hadamard_lane_stages(v);
   const int lane = threadIdx.x;
@@ -172,10 +172,10 @@ __device__ __forceinline__ void hadamard_lane(float v[kLaneValues]) {
     }
   }
 }
+// The sign flips ride on the power-of-two multiplies (signed_factor: one FMUL by an immediate).
 __device__ __forceinline__ void rotate_lane(float v[kLaneValues]) {
-  flip_signs(v, threadIdx.x % kLanesPerBlock);
 #pragma unroll
-  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], kRotateScale);  // (_rn: never fused into an add)
+  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], signed_factor(i, kRotateScale));  // (_rn: never fused into an add)
   hadamard_lane(v);
 }
 __device__ __forceinline__ void unrotate_lane(float v[kLaneValues]) {
@@ -183,8 +183,7 @@ __device__ __forceinline__ void unrotate_lane(float v[kLaneValues]) {
   for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], kUnrotatePreScale);
   hadamard_lane(v);
 #pragma unroll
-  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], kUnrotatePostScale);
-  flip_signs(v, threadIdx.x % kLanesPerBlock);
+  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], signed_factor(i, kUnrotatePostScale));
 }
 
 // The user's input lanes a phase reads, each loaded one lane ahead into registers: the next

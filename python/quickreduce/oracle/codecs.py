@@ -21,7 +21,7 @@ DIVISOR = {"int8": 127, "int6": 31, "int4": 7, "fp8": 448, "fp4": 6}
 CODECS = ("fp16", "bf16", "fp8", "int8", "int6", "int4", "fp4", "lossless", "int4h", "int6h")
 # Rotated codecs (docs/codec-spec.md, "Rotated codecs"): the plain codec each quantizes with.
 ROTATED = {"int4h": "int4", "int6h": "int6"}
-ROTATION_SIGNS = 0x9E3779B9  # bit i: value i of a block is negated before the transform
+ROTATION_SIGNS = 0xB9B9B9B9  # bit i: value i of a block is negated before the transform (8 bits, repeated)
 ALL_CODECS = CODECS + ("fp32",)  # every accepted name, the "fp32" alias of the passthrough included
 # The 16-bit tensor dtypes (the two-shot all-reduce and twin_round_trip take these only).
 DTYPES = ("fp16", "bf16")
