@@ -19,8 +19,11 @@ struct IntQuant {
   // Biased code in [0, 2*qmax] (unsigned fields pack without sign extension). Also leaves in v
   // what the code decodes to, (code - qmax) * scale, the same bits as dequantize(): the owner of a
   // reduced slice keeps its result without decoding it again (encoders that only send ignore it).
+  // kClamp = false: only where IntCodecBase::unclamped_safe() holds (the same bits, two FMNMX fewer a value).
+  template <bool kClamp = true>
   QR_HD static uint32_t quantize_keep(float& v, float inv_scale, float scale) {
-    const float biased = clampf(v * inv_scale, -kDivisor, kDivisor) + kMagic;  // kMagic + round(c)
+    const float c = v * inv_scale;
+    const float biased = (kClamp ? clampf(c, -kDivisor, kDivisor) : c) + kMagic;  // kMagic + round(c)
     v = (biased - kMagic) * scale;
     return float_bits(biased) - kMagicBits + uint32_t(kQMax);
   }
@@ -51,11 +54,21 @@ struct IntCodecBase {
   static constexpr bool kKeepsDecoded = true;  // encode_keep(): the decoded values come with the codes
   using Q = IntQuant<kBits>;
   static constexpr float kDivisor = Q::kDivisor;
-  template <DType D>
+  // Whether the clamp can go (IntQuant::quantize_keep<false>): the block's 16-bit scale (format S) is
+  // normal. Then one rounding to S (relative error <= 2^-8, bf16) put it at >= absmax / qmax * 255/256,
+  // so |v| / scale <= qmax * 256/255 (127.498 for int8) for every v of the block, and rounding never
+  // leaves [-qmax, qmax]: the same codes as with the clamp. Zero, subnormal (fp16), Inf and NaN scales
+  // keep the clamp (for a NaN block it keeps the codes the twin's).
+  template <DType S>
+  QR_HD static bool unclamped_safe(uint16_t scale_bits) {
+    constexpr uint32_t kExp = S == DType::kFloat16 ? 0x7c00u : 0x7f80u, kExpLsb = kExp & (~kExp + 1u);
+    return (uint32_t(scale_bits) & kExp) - kExpLsb < kExp - kExpLsb;  // exponent neither 0 nor all ones
+  }
+  template <DType D, bool kClamp = true>
   QR_HD static auto encode(const float v[kLaneValues], float inv) {
     float w[kLaneValues];
     for (int i = 0; i < kLaneValues; ++i) w[i] = v[i];
-    return Codec::template encode_keep<D>(w, inv, 0.0f);  // the kept values are dead code here
+    return Codec::template encode_keep<D, kClamp>(w, inv, 0.0f);  // the kept values are dead code here
   }
 };
 
@@ -66,13 +79,12 @@ struct Int8Codec : IntCodecBase<Int8Codec, 8> {
   static constexpr int kPlaneBBytes = 0;
 
   // encode() that leaves in v what p decodes to (scale: the block's stored scale, as decode reads it).
-  template <DType D>
+  template <DType D, bool kClamp = true>
   QR_HD static Packed encode_keep(float v[kLaneValues], float inv, float scale) {
+    auto q = [&](int i) { return Q::template quantize_keep<kClamp>(v[i], inv, scale); };
     Packed p;
-    p.a.x = Q::quantize_keep(v[0], inv, scale) | Q::quantize_keep(v[1], inv, scale) << 8 |
-            Q::quantize_keep(v[2], inv, scale) << 16 | Q::quantize_keep(v[3], inv, scale) << 24;
-    p.a.y = Q::quantize_keep(v[4], inv, scale) | Q::quantize_keep(v[5], inv, scale) << 8 |
-            Q::quantize_keep(v[6], inv, scale) << 16 | Q::quantize_keep(v[7], inv, scale) << 24;
+    p.a.x = q(0) | q(1) << 8 | q(2) << 16 | q(3) << 24;
+    p.a.y = q(4) | q(5) << 8 | q(6) << 16 | q(7) << 24;
     return p;
   }
   template <DType D>
@@ -98,11 +110,11 @@ struct Int4Codec : IntCodecBase<Int4Codec, 4> {
   static constexpr int kPlaneABytes = sizeof(PlaneA);
   static constexpr int kPlaneBBytes = 0;
 
-  template <DType D>
+  template <DType D, bool kClamp = true>
   QR_HD static Packed encode_keep(float v[kLaneValues], float inv, float scale) {
     Packed p{0};
 #pragma unroll
-    for (int i = 0; i < kLaneValues; ++i) p.a |= Q::quantize_keep(v[i], inv, scale) << (4 * i);
+    for (int i = 0; i < kLaneValues; ++i) p.a |= Q::template quantize_keep<kClamp>(v[i], inv, scale) << (4 * i);
     return p;
   }
   template <DType D>
@@ -126,12 +138,12 @@ struct Int6Codec : IntCodecBase<Int6Codec, 6> {
   static constexpr int kPlaneABytes = sizeof(PlaneA);
   static constexpr int kPlaneBBytes = sizeof(PlaneB);
 
-  template <DType D>
+  template <DType D, bool kClamp = true>
   QR_HD static Packed encode_keep(float v[kLaneValues], float inv, float scale) {
     uint32_t lo = 0, hi = 0;
 #pragma unroll
     for (int i = 0; i < kLaneValues; ++i) {
-      uint32_t q = Q::quantize_keep(v[i], inv, scale);
+      uint32_t q = Q::template quantize_keep<kClamp>(v[i], inv, scale);
       lo |= (q & 0xfu) << (4 * i);
       hi |= (q >> 4) << (2 * i);
     }

@@ -17,8 +17,10 @@ def _mixed_magnitudes(dtype) -> torch.Tensor:
     """Blocks of 32 at magnitudes from the format's smallest subnormals to near its largest,
     with NaN/Inf blocks and a ragged tail."""
     g = torch.Generator().manual_seed(11)
-    exps = range(-40, 38, 3) if dtype == torch.bfloat16 else range(-26, 16)
-    blocks = [torch.randn(32, generator=g) * (2.0 ** e) for e in exps for _ in range(4)]
+    exps = list(range(-40, 38, 3)) if dtype == torch.bfloat16 else list(range(-26, 16))
+    if dtype == torch.bfloat16:  # fp32's ends: subnormal products inside the rotation, and blocks whose
+        exps += [-133, -130, -127, -124, -121, -118, 100, 118, 121, 122, 124, 126, 127]  # unscaled transform overflows
+    blocks = [torch.randn(32, generator=g).clamp(-1.9, 1.9) * (2.0 ** e) for e in exps for _ in range(4)]
     special = torch.randn(32, generator=g)
     special[5] = float("nan")
     inf = torch.randn(32, generator=g)
