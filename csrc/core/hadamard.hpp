@@ -25,20 +25,13 @@ constexpr float kUnrotatePreScale = 0.125f;   // 2^-3, before the inverse butter
 constexpr float kUnrotatePostScale = 8.0f;    // 2^3, after them
 
 // Butterflies h = 1, 2, 4 inside one lane of 8 values: (a, b) -> (a + b, a - b) for i & h == 0.
-// kSignedFirst: the first level takes the forward's sign flips on its operands (s_a a +- s_b b: the
-// same bits as flipping first; on the GPU free operand negations of the FADD).
-template <bool kSignedFirst = false>
 QR_HD void hadamard_lane_stages(float v[kLaneValues]) {
 #pragma unroll
   for (int h = 1; h < kLaneValues; h *= 2)
 #pragma unroll
     for (int i = 0; i < kLaneValues; ++i)
       if ((i & h) == 0) {
-        float a = v[i], b = v[i + h];
-        if (kSignedFirst && h == 1) {
-          a = (kRotationLaneSigns >> i) & 1u ? -a : a;
-          b = (kRotationLaneSigns >> (i + 1)) & 1u ? -b : b;
-        }
+        const float a = v[i], b = v[i + h];
         v[i] = a + b;
         v[i + h] = a - b;
       }
@@ -50,30 +43,20 @@ QR_HD void flip_signs(float v[kLaneValues]) {
   for (int i = 0; i < kLaneValues; ++i)
     v[i] = bits_float(float_bits(v[i]) ^ ((kRotationLaneSigns << (31 - i)) & 0x80000000u));
 }
-// Whether value i of a lane is negated (s_i = -1), and the factor s_i * f: flipping then multiplying
-// by a power of two f is this one exact multiply, bit for bit (a NaN may come out as another NaN).
-QR_HD constexpr bool negated(int i) { return (kRotationLaneSigns >> (i % kLaneValues)) & 1u; }
-QR_HD constexpr float signed_factor(int i, float f) { return negated(i) ? -f : f; }
+// The factor s_i * f of value i of a lane: flipping then multiplying by a power of two f is this one
+// exact multiply, bit for bit (a NaN may come out as another NaN).
+QR_HD constexpr float signed_factor(int i, float f) { return (kRotationLaneSigns >> i) & 1u ? -f : f; }
 
 // The whole-block transform on the host (the twin): the lane stages of each lane, then the
-// cross-lane butterflies h = 8, 16, in the order the kernels' shuffles take. kSignedLast (the
-// inverse): the signs s_i are taken by the last level's operands, out_i = (s_i a) + (s_i (+-b)), one
-// rounding each (docs/codec-spec.md: an exact cancellation gives +0 whatever s_i).
-template <bool kSignedLast = false>
+// cross-lane butterflies h = 8, 16, in the order the kernels' shuffles take.
 inline void hadamard_block(float v[kBlockValues]) {
   for (int l = 0; l < kLanesPerBlock; ++l) hadamard_lane_stages(v + l * kLaneValues);
   for (int h = kLaneValues; h < kBlockValues; h *= 2)
     for (int i = 0; i < kBlockValues; ++i)
       if ((i & h) == 0) {
         const float a = v[i], b = v[i + h];
-        if (kSignedLast && h == kBlockValues / 2) {  // i and i + 16 share their sign (the pattern repeats)
-          const float sa = negated(i) ? -a : a, sb = negated(i) ? -b : b;
-          v[i] = sa + sb;
-          v[i + h] = sa - sb;
-        } else {
-          v[i] = a + b;
-          v[i + h] = a - b;
-        }
+        v[i] = a + b;
+        v[i + h] = a - b;
       }
 }
 inline void rotate_block(float v[kBlockValues]) {
@@ -83,8 +66,9 @@ inline void rotate_block(float v[kBlockValues]) {
 }
 inline void unrotate_block(float v[kBlockValues]) {
   for (int i = 0; i < kBlockValues; ++i) v[i] *= kUnrotatePreScale;
-  hadamard_block<true>(v);
+  hadamard_block(v);
   for (int i = 0; i < kBlockValues; ++i) v[i] *= kUnrotatePostScale;
+  for (int l = 0; l < kLanesPerBlock; ++l) flip_signs(v + l * kLaneValues);
 }
 
 // Whether a codec rotates its blocks (Codec::kRotated, false where a codec does not say).

@@ -42,15 +42,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) encode_kernel(const uint
 #pragma unroll
     for (int u = 0; u < kLanesInFlight; ++u) {
       const size_t lane = first + size_t(u) * kThreads + threadIdx.x;
+      if constexpr (kIsRotated<Codec>) rotate_lane(v[u]);
       typename Codec::Packed p;
-      uint16_t scale;
-      if constexpr (kIsRotated<Codec>) {
-        scale = IO::rotate_encode(v[u], p, [&](float w[kLaneValues]) {
-          load_lane<D>(in + lane * kLaneValues, ptrdiff_t(numel) - ptrdiff_t(lane * kLaneValues), w);
-        });
-      } else {
-        scale = IO::encode(v[u], p);
-      }
+      const uint16_t scale = IO::encode(v[u], p);
       if (lane < sl.lanes) IO::store(wire, sl, int(lane), p, scale);
     }
   }
@@ -74,7 +68,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_kernel(const uint
       const size_t lane = first + size_t(u) * kThreads + threadIdx.x;
       float v[kLaneValues];
       IO::decode(p[u], scale[u], v);
-      if constexpr (kIsRotated<Codec>) unrotate_decoded<D>(v, scale[u]);
+      if constexpr (kIsRotated<Codec>) unrotate_lane(v);
       store_lane<D>(out + lane * kLaneValues, ptrdiff_t(numel) - ptrdiff_t(lane * kLaneValues), v);
     }
   }

@@ -11,62 +11,6 @@
 
 namespace qr {
 
-// The rotated codecs' block transform (core/hadamard.hpp) on one lane: its 8 values, with the 3
-// partner lanes of its block (consecutive threads 4k..4k+3, as the block scale's shuffles) through
-// shuffles for the butterflies h = 8 (lane ^ 1) and 16 (lane ^ 2). The same operations, in the same
-// order, as the host's rotate_block / unrotate_block: every lane of the warp must take part.
-// Cheaper forms of the same bits: the upper partner's a - b is fma(-1, b, a) (the product is exact,
-// so one rounding, as the subtraction), which takes one FFMA where a select and an add took two;
-// the inverse's signs ride on the last level's FFMA operands (kSignedLast), the forward's on the
-// power-of-two multiplies (signed_factor).
-template <bool kSignedLast, bool kSignedFirst = false>
-__device__ __forceinline__ void hadamard_lane(float v[kLaneValues]) {
-  hadamard_lane_stages<kSignedFirst>(v);
-  const int lane = threadIdx.x;
-#pragma unroll
-  for (int mask = 1; mask <= 2; mask *= 2) {
-    const float sign = (lane & mask) ? -1.0f : 1.0f;  // lower index: a + b; upper: a - b
-#pragma unroll
-    for (int i = 0; i < kLaneValues; ++i) {
-      const float other = __shfl_xor_sync(0xffffffffu, v[i], mask);
-      if (kSignedLast && mask == 2 && negated(i)) v[i] = __fmaf_rn(-sign, v[i], -other);  // (-a) + (-+b)
-      else v[i] = __fmaf_rn(sign, v[i], other);
-    }
-  }
-}
-__device__ __forceinline__ void rotate_lane(float v[kLaneValues]) {
-#pragma unroll
-  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], signed_factor(i, kRotateScale));  // (_rn: never fused into an add)
-  hadamard_lane<false>(v);
-}
-// The inverse of any values (a sum of several blocks' decoded values included).
-__device__ __forceinline__ void unrotate_lane(float v[kLaneValues]) {
-#pragma unroll
-  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], kUnrotatePreScale);
-  hadamard_lane<true>(v);
-#pragma unroll
-  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], kUnrotatePostScale);
-}
-// The inverse of values decoded under one block scale (`scale`, the 16-bit word with its tiny flag),
-// S the scale's format. Decoded values are multiples of the scale's last place: where that is at
-// least 2^-76 and the scale at most 2^100 (fp16 scales always; bf16 unless tiny or extreme), every
-// partial sum of the inverse is zero or normal and finite both with and without its factors 2^-3
-// and 2^3, which then commute with every rounding: the butterflies alone give the same bits, 16
-// multiplies a lane fewer. The test is warp-uniform (the shuffles need the whole warp).
-template <DType S>
-__device__ __forceinline__ void unrotate_decoded(float v[kLaneValues], uint16_t scale) {
-  bool moderate = true;
-  if constexpr (S != DType::kFloat16) {
-    const uint32_t exponent = (scale >> 7) & 0xffu;  // bf16: 2^(exponent - 127)
-    moderate = !is_tiny_scale(scale) && exponent >= 127 - 69 && exponent <= 127 + 100;
-  }
-  if (__all_sync(0xffffffffu, moderate)) {
-    hadamard_lane<true>(v);
-  } else {
-    unrotate_lane(v);
-  }
-}
-
 // One lane's share of a block-scaled slice: encode with the block's shared scale, move the
 // packed bits to/from a slot laid out as SliceLayout describes.
 template <class Codec, DType D>
@@ -98,52 +42,25 @@ struct LaneIO {
     if constexpr (Codec::kKeepsDecoded) return Codec::template encode<D, kClamp>(v, inv);
     else return Codec::template encode<D>(v, inv);
   }
-  // A scaled codec's encode of v under the block's scale word and its inverse `inv`.
-  __device__ static Packed encode_under(const float v[kLaneValues], uint16_t scale, float inv) {
-    if (is_tiny_scale(scale)) {
-      float w[kLaneValues];
-#pragma unroll
-      for (int i = 0; i < kLaneValues; ++i) w[i] = v[i] * kTinyLift<D>;
-      return encode_with<true>(w, inv);
-    }
-    if (unclamped(scale)) return encode_with<false>(v, inv);
-    return encode_with<true>(v, inv);
-  }
   __device__ static uint16_t encode(const float v[kLaneValues], Packed& p) {
     if constexpr (Codec::kScaled) {
       float inv;
       const uint16_t scale = block_scale_of(v, inv);
-      p = encode_under(v, scale, inv);
+      if (is_tiny_scale(scale)) {
+        float w[kLaneValues];
+#pragma unroll
+        for (int i = 0; i < kLaneValues; ++i) w[i] = v[i] * kTinyLift<D>;
+        p = encode_with<true>(w, inv);
+      } else if (unclamped(scale)) {
+        p = encode_with<false>(v, inv);
+      } else {
+        p = encode_with<true>(v, inv);
+      }
       return scale;
     } else {
       p = Codec::template encode<D>(v, 1.0f);
       return 0;
     }
-  }
-  // rotate_lane() then encode(), the same bits with the forward's 8 multiplies by 2^-5 gone: the
-  // transform runs unscaled (u = 32 rot(x) exactly: powers of two commute with every rounding, and
-  // bf16/fp16 inputs times 2^-5 are exact even as fp32 subnormals), the block's scale comes from
-  // absmax(u) with the divisor 32 qmax (fl(1/(32 qmax)) = fl(1/qmax) / 32) and the codes from
-  // u * (inv / 32) = rot(x) * inv. Unsafe only where u may overflow or inv / 32 be subnormal: bf16
-  // blocks with absmax(u) >= 2^125 (or NaN/Inf inputs), for which the warp takes the spec's path
-  // again from its input (`reload(v)`); fp16 inputs never reach 2^22. v: fp16 or bf16 inputs only
-  // (fp32 ones times 2^-5 may round as subnormals).
-  template <class Reload>
-  __device__ static uint16_t rotate_encode(float v[kLaneValues], Packed& p, Reload&& reload) {
-    hadamard_lane<false, true>(v);
-    uint32_t m = lane_absmax_bits(v);
-    m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
-    m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
-    if constexpr (D != DType::kFloat16) {
-      if (!__all_sync(0xffffffffu, m < 0x7e000000u)) {  // 2^125
-        reload(v);
-        rotate_lane(v);
-        return encode(v, p);
-      }
-    }
-    const uint16_t scale = block_scale<D>(m, Codec::kDivisor * 32.0f);
-    p = encode_under(v, scale, inverse_scale(scale_value<D>(scale)) * kRotateScale);
-    return scale;
   }
   __device__ static void decode(const Packed& p, uint16_t scale, float v[kLaneValues]) {
     if constexpr (Codec::kScaled) {
@@ -248,6 +165,40 @@ struct LaneIO<LosslessCodec, D> {
     return 0;
   }
 };
+
+// The rotated codecs' block transform (core/hadamard.hpp) on one lane: its 8 values, with the 3
+// partner lanes of its block (consecutive threads 4k..4k+3, as the block scale's shuffles) through
+// shuffles for the butterflies h = 8 (lane ^ 1) and 16 (lane ^ 2). The same operations, in the same
+// order, as the host's rotate_block: every lane of the warp must take part.
+// Cheaper forms of the same bits: the upper partner's a - b is fma(-1, b, a) (the product is exact,
+// so one rounding, as the subtraction), which takes one FFMA where a select and an add took two;
+// the sign flips fold into the power-of-two multiplies (signed_factor).
+__device__ __forceinline__ void hadamard_lane(float v[kLaneValues]) {
+  hadamard_lane_stages(v);
+  const int lane = threadIdx.x;
+#pragma unroll
+  for (int mask = 1; mask <= 2; mask *= 2) {
+    const float sign = (lane & mask) ? -1.0f : 1.0f;  // lower index: a + b; upper: a - b
+#pragma unroll
+    for (int i = 0; i < kLaneValues; ++i) {
+      const float other = __shfl_xor_sync(0xffffffffu, v[i], mask);
+      v[i] = __fmaf_rn(sign, v[i], other);
+    }
+  }
+}
+// The sign flips ride on the power-of-two multiplies (signed_factor: one FMUL by an immediate).
+__device__ __forceinline__ void rotate_lane(float v[kLaneValues]) {
+#pragma unroll
+  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], signed_factor(i, kRotateScale));  // (_rn: never fused into an add)
+  hadamard_lane(v);
+}
+__device__ __forceinline__ void unrotate_lane(float v[kLaneValues]) {
+#pragma unroll
+  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], kUnrotatePreScale);
+  hadamard_lane(v);
+#pragma unroll
+  for (int i = 0; i < kLaneValues; ++i) v[i] = __fmul_rn(v[i], signed_factor(i, kUnrotatePostScale));
+}
 
 // The user's input lanes a phase reads, each loaded one lane ahead into registers: the next
 // lane's HBM latency overlaps this lane's encode and send, where the kernel had one 16-byte load

@@ -274,14 +274,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
           fetch_input(c.first + tile_values, rank_after(1), kFull);
         }
         Packed p;
-        uint16_t scale;
-        if constexpr (kRotated) {
-          scale = IO::rotate_encode(v, p, [&](float w[kLaneValues]) {
-            load_lane<D>(in_lane + c.first + d * slice_values, lane_valid(c.first, full, d), w);
-          });
-        } else {
-          scale = IO::encode(v, p);
-        }
+        if constexpr (kRotated) rotate_lane(v);
+        uint16_t scale = IO::encode(v, p);
         const bool flush = part + 1 == kParts || i + 1 == n;
         send_slice(
             p, scale,
@@ -323,7 +317,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
       }
       Packed p;
       const uint16_t scale = IO::encode_keep(acc, p);  // the owner keeps exactly what it broadcasts
-      if constexpr (kRotated) unrotate_decoded<D>(acc, scale);  // (p holds the payload: acc is free now)
+      if constexpr (kRotated) unrotate_lane(acc);  // (p holds the payload: acc is free now)
       store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c.first, full, me), acc);
       const bool flush = part + 1 == kParts || i + 1 == n;
       send_slice(
@@ -356,7 +350,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) 
         uint16_t scale =
             IO::load(slots + src * src_stride, sl, lane, p, form_at(local + a.layout.ag_forms, c.index + src));
         IO::decode(p, scale, v);
-        if constexpr (kRotated) unrotate_decoded<D>(v, scale);
+        if constexpr (kRotated) unrotate_lane(v);
         store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c.first, full, src), v);
       }
     }

@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         load_values<T>(a.in, a.send_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
         if constexpr (kRotated) rotate_lane(v);
         const uint16_t scale = IO::encode_keep(v, p);  // v: what every receiver decodes
-        if constexpr (kRotated) unrotate_decoded<scale_dtype(T)>(v, scale);
+        if constexpr (kRotated) unrotate_lane(v);
         store_values<T>(a.out, a.recv_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
         send_slice(p, scale, W - 1, [&](int j) { return slot_at(rank_after(me, 1 + j, W), i); });
         continue;
@@ -232,15 +232,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         float v[kLaneValues];
         Packed p;
         load_values<T>(a.in, a.send_offset[d] + i * S + lane_at, valid_in(i, a.send_count[d]), vec, v);
-        uint16_t scale;
-        if constexpr (kRotated && T != DType::kFloat32) {  // (fp32 inputs times 2^-5 are not always exact)
-          scale = IO::rotate_encode(v, p, [&](float w[kLaneValues]) {
-            load_values<T>(a.in, a.send_offset[d] + i * S + lane_at, valid_in(i, a.send_count[d]), vec, w);
-          });
-        } else {
-          if constexpr (kRotated) rotate_lane(v);
-          scale = IO::encode(v, p);
-        }
+        if constexpr (kRotated) rotate_lane(v);
+        const uint16_t scale = IO::encode(v, p);
         send_slice(p, scale, 1, [&](int) { return slot_at(d, i); });
       }
       if (kind == ExchangeKind::kAllToAll && i < slices(me, me)) {  // my own segment: decoded payload
@@ -249,8 +242,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         Packed p;
         load_values<T>(a.in, a.send_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
         if constexpr (kRotated) rotate_lane(v);
-        const uint16_t scale = IO::encode_keep(v, p);
-        if constexpr (kRotated) unrotate_decoded<scale_dtype(T)>(v, scale);
+        IO::encode_keep(v, p);
+        if constexpr (kRotated) unrotate_lane(v);
         store_values<T>(a.out, a.recv_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
       }
     }
@@ -282,11 +275,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     }
     __syncthreads();
     if (s_failed) return false;
-    auto decode_from = [&](int s, size_t i, float v[kLaneValues]) {  // returns the block's scale word
+    auto decode_from = [&](int s, size_t i, float v[kLaneValues]) {
       Packed p;
       const uint16_t scale = IO::load(local + a.layout.xc_data + s_base_in[s] + i * sl.total, sl, lane, p, nullptr);
       IO::decode(p, scale, v);
-      return scale;
     };
     for (size_t i = first; i < end_of(g); ++i) {
       if (kind == ExchangeKind::kReduceScatter) {
@@ -312,8 +304,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         const int s = rank_after(me, j, W);
         if (i >= slices(s, me)) continue;
         float v[kLaneValues];
-        const uint16_t scale = decode_from(s, i, v);
-        if constexpr (kRotated) unrotate_decoded<scale_dtype(T)>(v, scale);
+        decode_from(s, i, v);
+        if constexpr (kRotated) unrotate_lane(v);
         store_values<T>(a.out, a.recv_offset[s] + i * S + lane_at, valid_in(i, s_count[s][me]), vec, v);
       }
     }

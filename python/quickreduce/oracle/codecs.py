@@ -137,21 +137,18 @@ def _blocks(v: np.ndarray) -> np.ndarray:
     return out.reshape(-1, BLOCK)
 
 
-_SIGNS = np.array([-1.0 if (ROTATION_SIGNS >> i) & 1 else 1.0 for i in range(BLOCK)], np.float32)
-
-
-def _hadamard(blk: np.ndarray, signed_last: bool = False) -> np.ndarray:
+def _hadamard(blk: np.ndarray) -> np.ndarray:
     """32-point Walsh-Hadamard of each row, butterflies h = 1, 2, 4, 8, 16: (a, b) -> (a + b, a - b)
-    in fp32 for every pair (i, i + h) with i & h == 0. signed_last (the inverse): the last level
-    takes the signs on its operands, (s_i a + s_i b, s_i a - s_i b) (s_i = s_{i+16})."""
+    in fp32 for every pair (i, i + h) with i & h == 0."""
     u = blk.astype(np.float32, copy=True)
     for h in (1, 2, 4, 8, 16):
         lo = np.array([i for i in range(BLOCK) if not i & h])
         a, b = u[:, lo].copy(), u[:, lo + h].copy()
-        if signed_last and h == 16:
-            a, b = a * _SIGNS[lo], b * _SIGNS[lo]  # exact negations
         u[:, lo], u[:, lo + h] = a + b, a - b
     return u
+
+
+_SIGNS = np.array([-1.0 if (ROTATION_SIGNS >> i) & 1 else 1.0 for i in range(BLOCK)], np.float32)
 
 
 def rotate(blk: np.ndarray) -> np.ndarray:
@@ -162,9 +159,9 @@ def rotate(blk: np.ndarray) -> np.ndarray:
 
 
 def unrotate(blk: np.ndarray) -> np.ndarray:
-    """x = 2^3 H_s (2^-3 r) of each row of 32: H with the signs s taken by its last level's operands."""
+    """x = s . 2^3 H (2^-3 r) of each row of 32."""
     with np.errstate(all="ignore"):
-        return (_hadamard(blk * np.float32(0.125), signed_last=True) * np.float32(8.0)).astype(np.float32)
+        return ((_hadamard(blk * np.float32(0.125)) * np.float32(8.0)) * _SIGNS).astype(np.float32)
 
 
 def _qdq(v: np.ndarray, dtype: str, codec: str) -> np.ndarray:
