@@ -56,12 +56,17 @@ constexpr uint32_t kMaxSlicesPerCopy = 2;
 // vote, for the rare raw restage): 3 per SM, which also measured faster than 4 (run 49). So do the
 // rotated ones (the transform's values and shuffles): at 4 per SM they spilled 16-48 bytes, at 3
 // they take 40 registers and no stack, 4-8% faster from 64 MB on 2x H100 (NOTES session 16).
-template <class Codec>
-constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> || kIsRotated<Codec> ? 3 : 4;
+// The lossless W = 2 kernel of any CTA size (below ~4.3 MB, CTAs of 128-256 threads) gets 2 an SM:
+// 56 registers, where at 3 it took 40 and 72 bytes of stack; 2x H200, 512K-4M 7-14% faster (4M 24.1 ->
+// 20.7 us). The rotated ones gained at 4M (-5..-7%) and lost at 1-2M (+1..+5%), the others nothing
+// (bench/NOTES.md session 19, call 5).
+template <class Codec, int kWorld, int kThreads>
+constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> ? (kWorld == 2 && kThreads == 0 ? 2 : 3)
+                                  : kIsRotated<Codec> ? 3 : 4;
 // kThreads: the CTA size as a compile-time constant (the slice layout and strides fold), or 0 for
 // blockDim.x.
 template <class Codec, DType D, int kWorld, int kThreads = 0>
-__global__ void __launch_bounds__(kTwoShotMaxThreads, kTwoShotCtasPerSm<Codec>) two_shot_kernel(AllReduceArgs a) {
+__global__ void __launch_bounds__(kTwoShotMaxThreads, (kTwoShotCtasPerSm<Codec, kWorld, kThreads>)) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
   constexpr bool kPassthrough = std::is_same_v<Codec, PassthroughCodec>;  // groups and step order differ
