@@ -702,7 +702,7 @@ class ProcessGroupQuickreduce(dist.ProcessGroup):
                          lambda comm: _reduce_scatter_into(comm, output, input, req.op), [output])
 
     def _allgather_base(self, output, input, opts=None):
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else _c10d.AllgatherOptions()
         req = describe_all_gather(output, input, self._comm_device)
         where = self._route(req)
         if not where.quickreduce:
@@ -722,7 +722,7 @@ class ProcessGroupQuickreduce(dist.ProcessGroup):
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         _same_length(outputs, inputs, "all_gather")
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else _c10d.AllgatherOptions()
         return _WorkList([self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)], list(outputs))
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
@@ -736,6 +736,73 @@ class ProcessGroupQuickreduce(dist.ProcessGroup):
     all_to_all_single = alltoall_base
     all_gather_single_coalesced = allgather_into_tensor_coalesced
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+
+    # ---- the calls quickreduce never takes, each straight to the backend of its tensors' device.
+    # Not left to torch's ProcessGroup: for a Python subclass its C++ trampoline (PyProcessGroup's
+    # WORK_OVERRIDE) runs the base implementation while it holds the GIL, and a gloo worker thread
+    # that frees a finished call's tensors takes the GIL while it holds the lock a new call waits for:
+    # a deadlock (one rank stuck in the call itself; caught by gdb under load in session 19). The
+    # backends' own bindings release the GIL.
+    def _backend_for(self, tensor, collective: str):
+        backend = self._backends.get(tensor.device.type)
+        if backend is None:
+            raise ValueError(f"quickreduce backend: no backend for {tensor.device.type} tensors ({collective}); "
+                             f"this group has {sorted(self._backends)}")
+        return backend
+
+    def allgather(self, output_tensors, input_tensors, *args):
+        return self._backend_for(input_tensors[0], "all_gather").allgather(output_tensors, input_tensors, *args)
+
+    def allgather_coalesced(self, output_lists, input_list, *args):
+        return self._backend_for(input_list[0], "all_gather").allgather_coalesced(output_lists, input_list, *args)
+
+    def allreduce_coalesced(self, tensors, *args):
+        return self._backend_for(tensors[0], "all_reduce").allreduce_coalesced(tensors, *args)
+
+    def alltoall(self, output_tensors, input_tensors, *args):
+        return self._backend_for(input_tensors[0], "all_to_all").alltoall(output_tensors, input_tensors, *args)
+
+    def broadcast(self, tensors, *args):
+        return self._backend_for(tensors[0], "broadcast").broadcast(tensors, *args)
+
+    def reduce(self, tensors, *args):
+        return self._backend_for(tensors[0], "reduce").reduce(tensors, *args)
+
+    def gather(self, output_tensors, input_tensors, *args):
+        return self._backend_for(input_tensors[0], "gather").gather(output_tensors, input_tensors, *args)
+
+    def scatter(self, output_tensors, input_tensors, *args):
+        return self._backend_for(output_tensors[0], "scatter").scatter(output_tensors, input_tensors, *args)
+
+    def reduce_scatter(self, output_tensors, input_tensors, *args):
+        return self._backend_for(output_tensors[0], "reduce_scatter").reduce_scatter(output_tensors, input_tensors,
+                                                                                     *args)
+
+    def send(self, tensors, *args):
+        return self._backend_for(tensors[0], "send").send(tensors, *args)
+
+    def recv(self, tensors, *args):
+        return self._backend_for(tensors[0], "recv").recv(tensors, *args)
+
+    def recv_anysource(self, tensors, *args):
+        return self._backend_for(tensors[0], "recv").recv_anysource(tensors, *args)
+
+    def barrier(self, opts=None):
+        """On the device ``opts.device`` names, else where torch's ProcessGroup puts it: CUDA when the
+        fallback is NCCL, else CPU."""
+        opts = opts if opts is not None else dist.BarrierOptions()
+        device = getattr(opts, "device", None)
+        kind = device.type if device is not None else "cuda" if self.fallback == "nccl" else "cpu"
+        return self._backends[kind if kind in self._backends else "cpu"].barrier(opts)
+
+    def _start_coalescing(self, device):
+        return self._backends[torch.device(device).type]._start_coalescing()
+
+    def _end_coalescing(self, device):
+        return self._backends[torch.device(device).type]._end_coalescing()
+
+    def monitored_barrier(self, *args, **kwargs):
+        return self._backends["cpu"].monitored_barrier(*args, **kwargs)  # gloo only, as torch's
 
     # ---- identity and lifetime
     def getBackendName(self) -> str:

@@ -252,6 +252,37 @@ def test_misaligned_and_overlapping_tensors_are_staged():
     assert comm.calls[-1][2] == 0 and ragged.tolist() == [1.0] * 16
 
 
+def test_every_collective_is_a_python_method():
+    """No call reaches torch's C++ ProcessGroup implementation through the Python-subclass trampoline,
+    which holds the GIL while gloo may wait for it (a deadlock, distributed.py): every collective the
+    gloo backend has is a method of ProcessGroupQuickreduce itself, and every one it forwards goes to
+    the backend's own binding."""
+    collectives = {name for name in dir(dist.ProcessGroup) if hasattr(dist.ProcessGroupGloo, name)
+                   and "-> c10d::Work" in (getattr(dist.ProcessGroup, name).__doc__ or "")}
+    assert {"allgather", "barrier", "broadcast", "send", "recv", "alltoall", "gather", "scatter"} <= collectives
+    missing = sorted(name for name in collectives if name not in vars(qd.ProcessGroupQuickreduce))
+    assert not missing, f"collectives left to torch's GIL-holding trampoline: {missing}"
+
+    calls = []
+
+    class Backend:  # records which method of the backend each forwarded call reached
+        def __getattr__(self, name):
+            return lambda *args, **kwargs: calls.append(name) or name
+
+    PG = qd.ProcessGroupQuickreduce  # its methods on a stand-in self (a real group needs peers)
+    pg = SimpleNamespace(_backends={"cpu": Backend(), "cuda": Backend()}, fallback="gloo")
+    pg._backend_for = lambda tensor, collective: PG._backend_for(pg, tensor, collective)
+    t = torch.zeros(2)
+    assert PG.broadcast(pg, [t], dist.BroadcastOptions()) == "broadcast"
+    assert PG.allgather(pg, [[t, t]], [t]) == "allgather"
+    assert PG.scatter(pg, [t], [], dist.ScatterOptions()) == "scatter"
+    assert PG.send(pg, [t], 1, 0) == "send" and PG.recv_anysource(pg, [t], 0) == "recv_anysource"
+    assert PG.barrier(pg, opts=dist.BarrierOptions()) == "barrier" and PG.barrier(pg) == "barrier"
+    assert PG._end_coalescing(pg, torch.device("cpu")) == "_end_coalescing"
+    with pytest.raises(ValueError, match="no backend for meta tensors"):
+        PG.broadcast(pg, [torch.zeros(2, device="meta")], dist.BroadcastOptions())
+
+
 # ================================================================ options
 def test_fallback_choice(monkeypatch):
     monkeypatch.delenv("QUICKREDUCE_BACKEND_FALLBACK", raising=False)
