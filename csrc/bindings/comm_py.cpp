@@ -72,10 +72,11 @@ void register_comm(nb::module_& m) {
         c.open_peers(hs);
       }, "handles"_a)
       .def("all_reduce", [](qr::Communicator& c, uintptr_t in, uintptr_t out, size_t numel, int dtype, int codec, int algo,
-                            uintptr_t stream, int threads, int blocks, bool pdl, int groups) {
-        c.all_reduce(in, out, numel, qr::DType(dtype), qr::CodecId(codec), qr::Algo(algo), stream, threads, blocks, pdl, groups);
+                            uintptr_t stream, int threads, int blocks, bool pdl, int groups, uintptr_t residual) {
+        c.all_reduce(in, out, numel, qr::DType(dtype), qr::CodecId(codec), qr::Algo(algo), stream, threads, blocks, pdl, groups,
+                     residual);
       }, "in_ptr"_a, "out_ptr"_a, "numel"_a, "dtype"_a, "codec"_a, "algo"_a, "stream"_a, "threads"_a = 0, "blocks"_a = 0,
-      "pdl"_a = false, "groups"_a = 0)
+      "pdl"_a = false, "groups"_a = 0, "residual_ptr"_a = 0)
       .def("all_reduce_add_rmsnorm", [](qr::Communicator& c, uintptr_t in, uintptr_t out, uintptr_t residual,
                                         uintptr_t weight, uintptr_t residual_out, size_t rows, size_t hidden, float eps,
                                         int dtype, uintptr_t stream, bool pdl) {

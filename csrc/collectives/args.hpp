@@ -24,6 +24,9 @@ struct AllReduceArgs {
   int groups;   // two-shot pipeline groups per CTA
   uint32_t signature;  // hash of (numel, dtype, codec, algorithm): every rank must pass the same
   int pdl;      // launch with programmatic dependent launch (overlaps the previous kernel's tail)
+  // Two-shot only, or null: the residual (as `in`) the add + RMSNorm epilogue adds, each output lane
+  // stored as to_T(to_T(sum) + residual) (docs/codec-spec.md, "Add + RMSNorm epilogue").
+  const uint16_t* residual;
 };
 static_assert(std::is_trivially_copyable_v<AllReduceArgs>, "kernel args are copied by value");
 

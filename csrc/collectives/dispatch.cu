@@ -120,13 +120,15 @@ int resident_blocks(const void* kernel, int threads) {
 }
 
 // The two-shot kernel for this world size: specialised for 2, 4 and 8, generic otherwise.
-template <class Codec, DType D>
+template <class Codec, DType D, bool kResidual>
 auto two_shot_for(int world_size, int threads) {
   switch (world_size) {
-    case 2: return threads == kTwoShotMaxThreads ? two_shot_kernel<Codec, D, 2, kTwoShotMaxThreads> : two_shot_kernel<Codec, D, 2>;
-    case 4: return two_shot_kernel<Codec, D, 4>;
-    case 8: return two_shot_kernel<Codec, D, 8>;
-    default: return two_shot_kernel<Codec, D, 0>;
+    case 2:
+      return threads == kTwoShotMaxThreads ? two_shot_kernel<Codec, D, 2, kTwoShotMaxThreads, kResidual>
+                                           : two_shot_kernel<Codec, D, 2, 0, kResidual>;
+    case 4: return two_shot_kernel<Codec, D, 4, 0, kResidual>;
+    case 8: return two_shot_kernel<Codec, D, 8, 0, kResidual>;
+    default: return two_shot_kernel<Codec, D, 0, 0, kResidual>;
   }
 }
 }  // namespace
@@ -164,7 +166,8 @@ cudaError_t launch_exchange_packets(const ExchangeArgs& args, DType dtype, cudaS
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream) {
   return dispatch_codec(codec, dtype, [&](auto codec_t, auto d) {
     using Codec = decltype(codec_t);
-    auto kernel = two_shot_for<Codec, decltype(d)::value>(args.world_size, args.threads);
+    auto kernel = args.residual != nullptr ? two_shot_for<Codec, decltype(d)::value, true>(args.world_size, args.threads)
+                                           : two_shot_for<Codec, decltype(d)::value, false>(args.world_size, args.threads);
     size_t tile_values = size_t(args.threads) * kLaneValues * args.world_size;
     size_t tiles = (args.numel + tile_values - 1) / tile_values;
     int limit = resident_blocks(reinterpret_cast<const void*>(kernel), args.threads);

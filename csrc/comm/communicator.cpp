@@ -152,14 +152,16 @@ void Communicator::check() {
 }
 
 void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType dtype, CodecId codec, Algo algo,
-                              uintptr_t stream, int threads, int blocks, bool pdl, int groups) {
+                              uintptr_t stream, int threads, int blocks, bool pdl, int groups, uintptr_t residual) {
   require_usable();
   check();
   if (numel == 0) return;
   if (numel * 2 > max_bytes_)
     throw std::invalid_argument("message of " + std::to_string(numel * 2) + " bytes exceeds max_size " +
                                 std::to_string(max_bytes_));
-  if (in % 16 || out % 16) throw std::invalid_argument("input and output must be 16-byte aligned");
+  if (in % 16 || out % 16 || residual % 16) throw std::invalid_argument("input, output and residual must be 16-byte aligned");
+  if (residual != 0 && (algo != Algo::kTwoShot || dtype == DType::kFloat32))
+    throw std::invalid_argument("the residual add runs in the fp16/bf16 two-shot only");
   AllReduceArgs args{};
   fill_common(args, in, out, pdl);
   args.numel = numel;
@@ -180,6 +182,7 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
     args.blocks = blocks;
     if (groups < 0 || groups > 64) throw std::invalid_argument("two-shot groups must be in [1, 64] (0 = auto)");
     args.groups = groups;
+    args.residual = reinterpret_cast<const uint16_t*>(residual);
     QR_CUDA_CHECK(launch_two_shot(args, dtype, codec, s));
   }
 }

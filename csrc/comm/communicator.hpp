@@ -33,8 +33,11 @@ class Communicator {
   std::string ipc_handle() const;
   void open_peers(const std::vector<std::string>& handles);
   // in/out: device pointers, 16-byte aligned; out may equal in. threads = 0 picks the CTA size.
+  // residual (two-shot only; 0: none): out = to_T(to_T(sum) + residual), the add + RMSNorm epilogue's
+  // add done at the all-reduce's stores (residual 16-byte aligned; may equal out).
   void all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType dtype, CodecId codec, Algo algo,
-                  uintptr_t stream, int threads = 0, int blocks = 0, bool pdl = false, int groups = 0);
+                  uintptr_t stream, int threads = 0, int blocks = 0, bool pdl = false, int groups = 0,
+                  uintptr_t residual = 0);
   // The one-shot all-reduce of rows x hidden values with the add + RMSNorm epilogue in the same
   // kernel (out = the normed rows, residual_out = sum + residual): where fused_add_rmsnorm_fits.
   void all_reduce_add_rmsnorm(uintptr_t in, uintptr_t out, uintptr_t residual, uintptr_t weight,

@@ -85,6 +85,10 @@ class Communicator:
         self.fused_epilogue = config.fused_epilogue()  # all_reduce_add_rmsnorm in one kernel where it fits
         self.packet_segment_max_bytes = config.packet_segment_max_bytes()  # the collectives' small path
         self.two_shot_groups = 0  # pipeline depth knob for tuning (0 = built-in default)
+        # all_reduce_add_rmsnorm from this size on a two-shot: the residual added at the two-shot's
+        # stores, the kernel after it only normalising (2x H200, hidden 4096: -2..-16% from 16 MB, +1..4%
+        # at 1-4 MB; bench/NOTES.md session 19 call 8). Same bits either way.
+        self.two_shot_residual_min_bytes = 8 << 20
         self._table = None
         self._c = _C.Communicator(rank, world_size, self.device, self.max_size,
                                   timeout_s if timeout_s is not None else config.timeout_s())
@@ -195,7 +199,9 @@ class Communicator:
         return out
 
     def _all_reduce_sum(self, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec: Optional[str] = None,
-                        algo: str = "auto") -> torch.Tensor:
+                        algo: str = "auto", residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The sum; with ``residual`` (the epilogue's, x's shape and dtype; the plan must be the two-shot)
+        ``out = to_T(to_T(sum) + residual)``, the add done at the two-shot's stores."""
         self._check_tensor(x, "x", collectives.DTYPE_IDS)
         if out is None:
             out = torch.empty_like(x)
@@ -218,11 +224,14 @@ class Communicator:
                 return self._nccl(x, out)
             return collectives.all_reduce_fp32(self, x, out, collectives.resolve_codec(self, "all_reduce", codec, x))
         algo, codec_name = self._plan(nbytes, x.dtype, codec, algo)
+        if residual is not None and algo != "two_shot":
+            raise ValueError(f"the residual add runs in the two-shot only (the plan is {algo})")
         if algo == "nccl":
             return self._nccl(x, out)
+        extra = {"residual_ptr": residual.data_ptr()} if residual is not None else {}
         self._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), _DTYPE_IDS[x.dtype], codecs.codec_id(codec_name),
                            _ALGO_IDS[algo], torch.cuda.current_stream(self.device).cuda_stream, pdl=self.pdl,
-                           groups=self.two_shot_groups)
+                           groups=self.two_shot_groups, **extra)
         return out
 
     def reduce_scatter(self, x: torch.Tensor, out: Optional[torch.Tensor] = None,

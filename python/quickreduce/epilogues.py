@@ -61,18 +61,20 @@ def check_args(x, residual, weight, eps, out, residual_out, fp8, fp8_scale) -> t
 
 def _launch(summed, residual, weight, eps, out, residual_out, fp8, fp8_scale, rows, hidden):
     """The epilogue kernel alone over `summed` (the all-reduce's output) on the current stream:
-    returns (out, residual_out[, fp8 codes, scales])."""
+    returns (out, residual_out[, fp8 codes, scales]). summed None: `residual` is r already (the
+    two-shot added it) and the kernel only normalises."""
     codes = scales = None
     if fp8 == "per_token":
-        codes = torch.empty(summed.shape, dtype=torch.float8_e4m3fn, device=summed.device)
-        scales = torch.empty(summed.shape[:-1] + (1,), dtype=torch.float32, device=summed.device)
+        codes = torch.empty(residual.shape, dtype=torch.float8_e4m3fn, device=residual.device)
+        scales = torch.empty(residual.shape[:-1] + (1,), dtype=torch.float32, device=residual.device)
     elif fp8 == "per_tensor":
-        codes = torch.empty(summed.shape, dtype=torch.float8_e4m3fn, device=summed.device)
+        codes = torch.empty(residual.shape, dtype=torch.float8_e4m3fn, device=residual.device)
         scales = fp8_scale
-    _C.add_rmsnorm(summed.data_ptr(), residual.data_ptr(), weight.data_ptr(), out.data_ptr(), residual_out.data_ptr(),
+    _C.add_rmsnorm(summed.data_ptr() if summed is not None else 0, residual.data_ptr(), weight.data_ptr(),
+                   out.data_ptr(), residual_out.data_ptr(),
                    codes.data_ptr() if codes is not None else 0, scales.data_ptr() if scales is not None else 0,
-                   rows, hidden, float(eps), _DTYPE_IDS[summed.dtype], FP8_MODES[fp8],
-                   torch.cuda.current_stream(summed.device).cuda_stream, True)
+                   rows, hidden, float(eps), _DTYPE_IDS[residual.dtype], FP8_MODES[fp8],
+                   torch.cuda.current_stream(residual.device).cuda_stream, True)
     return (out, residual_out) if fp8 is None else (out, residual_out, codes, scales)
 
 
@@ -91,8 +93,27 @@ def all_reduce_add_rmsnorm(comm, x: torch.Tensor, residual: torch.Tensor, weight
                                        residual_out.data_ptr(), rows, hidden, float(eps), _DTYPE_IDS[x.dtype],
                                        torch.cuda.current_stream(x.device).cuda_stream, pdl=comm.pdl)
         return out, residual_out
+    if _adds_in_two_shot(comm, x, codec):
+        # The two-shot stores r = to_T(to_T(sum) + residual) into residual_out; the kernel after it only
+        # normalises (the same bits as below, 4 bytes a value less traffic).
+        name = codec if codec is not None else comm.codec_for("all_reduce")
+        r = comm._all_reduce_sum(x, residual_out, name, "two_shot", residual=residual)
+        return _launch(None, r, weight, eps, out if out is not None else torch.empty_like(x), r, fp8, fp8_scale,
+                       rows, hidden)
     summed = comm.all_reduce(x, out=out if out is not None else torch.empty_like(x), codec=codec)
     return _launch(summed, residual, weight, eps, summed, residual_out, fp8, fp8_scale, rows, hidden)
+
+
+def _adds_in_two_shot(comm, x: torch.Tensor, codec: Optional[str]) -> bool:
+    """Whether the all-reduce runs the two-shot (any codec) at a size where adding the residual at its
+    stores measured faster (Communicator.two_shot_residual_min_bytes; QUICKREDUCE_FUSED_EPILOGUE as
+    for the fused one-shot). The bits are the same either way."""
+    nbytes = x.numel() * x.element_size()
+    if not comm.fused_epilogue or x.dtype not in _DTYPE_IDS or nbytes < comm.two_shot_residual_min_bytes:
+        return False
+    name = codec if codec is not None else comm.codec_for("all_reduce")
+    algo, _ = comm._plan(nbytes, x.dtype, name, "auto")
+    return algo == "two_shot"
 
 
 def _fuses(comm, x: torch.Tensor, codec: Optional[str], rows: int, hidden: int) -> bool:

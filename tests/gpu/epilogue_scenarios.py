@@ -47,12 +47,14 @@ def _torch_unfused(summed, residual, weight, eps):
 
 
 def epilogue_vs_oracle(rank, world_size):
-    """Every codec x dtype x shape: fused == oracle(the same all-reduce's output) bit for bit,
-    residual_out too; identical on every rank; close to torch's unfused sequence."""
+    """Every codec x dtype x shape, with the residual added in the two-shot (its size threshold at 0)
+    and after it: fused == oracle(the same all-reduce's output) bit for bit, residual_out too;
+    identical on every rank; close to torch's unfused sequence."""
     res = {}
     comm = qr.Communicator(max_size=8 << 20)
     eps = 1e-6
-    for dname, dtype in DTYPES.items():
+    for min_bytes, dname, dtype in ((m, *d) for m in (0, 1 << 62) for d in DTYPES.items()):
+        comm.two_shot_residual_min_bytes = min_bytes
         for codec in CODECS:
             if codec == "lossless" and dtype == torch.float16:
                 continue
@@ -61,7 +63,7 @@ def epilogue_vs_oracle(rank, world_size):
                 summed = comm.all_reduce(x, codec=codec)  # the same call twice gives the same bits
                 out, res_out = comm.all_reduce_add_rmsnorm(x, residual, weight, eps, codec=codec)
                 want_out, want_res, _, _ = _oracle(summed, residual, weight, dname, eps)
-                key = f"{dname}/{codec}/{tokens}x{hidden}"
+                key = f"{dname}/{codec}/{tokens}x{hidden}/{'add in two-shot' if min_bytes == 0 else 'after'}"
                 res[f"{key}/out"] = same_values(out, want_out)
                 res[f"{key}/residual_out"] = same_values(res_out, want_res)
                 res[f"{key}/same on all ranks"] = None if same_on_all_ranks(out) else "ranks differ"

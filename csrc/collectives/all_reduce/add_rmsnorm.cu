@@ -88,7 +88,8 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
 
   uint4 held[K];  // the residual, then r (residual_out's bits), then y (out's bits)
   uint4 weights[K];
-  if constexpr (kWholeRow) {
+  const bool add = a.sum != nullptr;  // else `residual` is r, written by the all-reduce itself
+  if (kWholeRow && add) {
     // Loaded while the all-reduce finishes: the residual and weight are none of its outputs (out
     // and residual_out are only stored after the wait), and its kernels wait for their own
     // predecessors before they let this one launch, so whatever wrote them has completed.
@@ -101,6 +102,14 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
   }
   grid_dependency_wait();  // the all-reduce's output is complete and visible from here on
   grid_dependents_launch();
+  if (kWholeRow && !add) {
+#pragma unroll
+    for (int i = 0; i < K; ++i)
+      if (lane_of(0, i) < lanes) {
+        held[i] = load16(res + lane_of(0, i) * kLaneValues);
+        weights[i] = load16(weight + lane_of(0, i) * kLaneValues);
+      }
+  }
 
   // Pass 1: r = to_T(sum + residual), stored; each lane's squares summed, then its block's
   // subtree as far as the warp (every load of a chunk issued before its first store).
@@ -109,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
 #pragma unroll
     for (int i = 0; i < K; ++i)
       if (lane_of(c, i) < lanes) {
-        sums[i] = load16(sum + lane_of(c, i) * kLaneValues);
+        if (add) sums[i] = load16(sum + lane_of(c, i) * kLaneValues);
         if constexpr (!kWholeRow) held[i] = load16(res + lane_of(c, i) * kLaneValues);
       }
     float lane_squares[K];
@@ -117,13 +126,16 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
     for (int i = 0; i < K; ++i) {
       lane_squares[i] = 0.0f;
       if (lane_of(c, i) < lanes) {
-        float s[kLaneValues], r[kLaneValues];
-        unpack_lane<D>(sums[i], s);
+        float r[kLaneValues];
         unpack_lane<D>(held[i], r);
+        if (add) {
+          float s[kLaneValues];
+          unpack_lane<D>(sums[i], s);
 #pragma unroll
-        for (int v = 0; v < kLaneValues; ++v) r[v] = add_residual<D>(s[v], r[v]);
-        held[i] = pack_lane<D>(r);
-        store16(res_out + lane_of(c, i) * kLaneValues, held[i]);
+          for (int v = 0; v < kLaneValues; ++v) r[v] = add_residual<D>(s[v], r[v]);
+          held[i] = pack_lane<D>(r);
+          store16(res_out + lane_of(c, i) * kLaneValues, held[i]);
+        }
         lane_squares[i] = lane_square_sum(r);
       }
     }
@@ -148,7 +160,7 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
 #pragma unroll
       for (int i = 0; i < K; ++i)
         if (lane_of(c, i) < lanes) {
-          held[i] = load16(res_out + lane_of(c, i) * kLaneValues);
+          held[i] = load16((add ? res_out : res) + lane_of(c, i) * kLaneValues);
           weights[i] = load16(weight + lane_of(c, i) * kLaneValues);
         }
     }

@@ -12,7 +12,8 @@ namespace qr {
 enum class Fp8Out : int { kNone = 0, kPerToken = 1, kPerTensor = 2 };
 
 struct AddRmsNormArgs {
-  const void* sum;       // [rows, hidden] T: the all-reduce's output
+  const void* sum;       // [rows, hidden] T: the all-reduce's output; null: `residual` already holds
+                         // r = sum + residual (the two-shot added it): only the norm, residual_out unused
   const void* residual;  // [rows, hidden] T
   const void* weight;    // [hidden] T
   void* out;             // [rows, hidden] T: the normed rows (may be `sum`)

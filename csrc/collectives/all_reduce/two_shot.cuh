@@ -28,6 +28,7 @@
 
 #include "codecs/codec_list.hpp"
 #include "collectives/all_reduce/phase_timers.cuh"
+#include "collectives/all_reduce/rmsnorm_row.cuh"
 #include "collectives/args.hpp"
 #include "transport/bulk_copy.cuh"
 #include "transport/lane_io.cuh"
@@ -64,8 +65,10 @@ template <class Codec, int kWorld, int kThreads>
 constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> ? (kWorld == 2 && kThreads == 0 ? 2 : 3)
                                   : kIsRotated<Codec> ? 3 : 4;
 // kThreads: the CTA size as a compile-time constant (the slice layout and strides fold), or 0 for
-// blockDim.x.
-template <class Codec, DType D, int kWorld, int kThreads = 0>
+// blockDim.x. kResidual: each output lane stored as to_T(to_T(sum) + residual) (AllReduceArgs::residual,
+// the add + RMSNorm epilogue's add); a kernel of its own, as a runtime branch spilled 8-24 bytes in
+// the plain kernels (a residual lane live at the stores).
+template <class Codec, DType D, int kWorld, int kThreads = 0, bool kResidual = false>
 __global__ void __launch_bounds__(kTwoShotMaxThreads, (kTwoShotCtasPerSm<Codec, kWorld, kThreads>)) two_shot_kernel(AllReduceArgs a) {
   using IO = LaneIO<Codec, D>;
   using Packed = typename Codec::Packed;
@@ -252,6 +255,17 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, (kTwoShotCtasPerSm<Codec, 
     return loop(std::false_type{});
   };
   uint16_t* out_lane = out + lane_offset;
+  // An output lane as stored: the sum, or (kResidual) with the epilogue's residual added where the
+  // sum is first rounded to T, as the two-kernel sequence stores it: the same bits.
+  auto store_output = [&](size_t at, ptrdiff_t valid, float v[kLaneValues]) {
+    if constexpr (kResidual) {
+      float res[kLaneValues];
+      load_lane<D>(a.residual + lane_offset + at, valid, res);
+#pragma unroll
+      for (int k = 0; k < kLaneValues; ++k) v[k] = add_residual<D>(to_float<D>(from_float<D>(v[k])), res[k]);
+    }
+    store_lane<D>(out_lane + at, valid, v);
+  };
 
   auto timed_wait = [&](const uint64_t* flags, size_t g, uint32_t phase, Phase timer) {
     const long long t = timers.now();
@@ -323,7 +337,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, (kTwoShotCtasPerSm<Codec, 
       Packed p;
       const uint16_t scale = IO::encode_keep(acc, p);  // the owner keeps exactly what it broadcasts
       if constexpr (kRotated) unrotate_lane(acc);  // (p holds the payload: acc is free now)
-      store_lane<D>(out_lane + c.first + me * slice_values, lane_valid(c.first, full, me), acc);
+      store_output(c.first + me * slice_values, lane_valid(c.first, full, me), acc);
       const bool flush = part + 1 == kParts || i + 1 == n;
       send_slice(
           p, scale,
@@ -356,7 +370,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, (kTwoShotCtasPerSm<Codec, 
             IO::load(slots + src * src_stride, sl, lane, p, form_at(local + a.layout.ag_forms, c.index + src));
         IO::decode(p, scale, v);
         if constexpr (kRotated) unrotate_lane(v);
-        store_lane<D>(out_lane + c.first + src * slice_values, lane_valid(c.first, full, src), v);
+        store_output(c.first + src * slice_values, lane_valid(c.first, full, src), v);
       }
     }
     });
