@@ -6,7 +6,7 @@
 #include "collectives/launch.hpp"
 #include "collectives/pdl_launch.cuh"
 #include "collectives/all_reduce/one_shot.cuh"
-#include "collectives/all_reduce/two_shot.cuh"
+#include "collectives/two_shot_launch.cuh"
 #include "collectives/exchange/exchange.cuh"
 #include "collectives/exchange/packets.cuh"
 #include "codecs/dispatch.hpp"
@@ -98,7 +98,6 @@ cudaError_t launch_one_shot_add_rmsnorm(const AllReduceArgs& args, const RowEpil
   });
 }
 
-namespace {
 // CTAs that fit at once on the whole device for this kernel and CTA size: the two-shot grid never
 // exceeds it, so every CTA a peer waits for is resident. Cached per (kernel, CTA size): the
 // occupancy query is slow, and one cache for all kernels once gave codec kernels the grid of
@@ -118,20 +117,6 @@ int resident_blocks(const void* kernel, int threads) {
   cache.push_back({kernel, device, threads, sms * (per_sm > 0 ? per_sm : 1)});
   return cache.back().blocks;
 }
-
-// The two-shot kernel for this world size: specialised for 2, 4 and 8, generic otherwise.
-template <class Codec, DType D, bool kResidual>
-auto two_shot_for(int world_size, int threads) {
-  switch (world_size) {
-    case 2:
-      return threads == kTwoShotMaxThreads ? two_shot_kernel<Codec, D, 2, kTwoShotMaxThreads, kResidual>
-                                           : two_shot_kernel<Codec, D, 2, 0, kResidual>;
-    case 4: return two_shot_kernel<Codec, D, 4, 0, kResidual>;
-    case 8: return two_shot_kernel<Codec, D, 8, 0, kResidual>;
-    default: return two_shot_kernel<Codec, D, 0, 0, kResidual>;
-  }
-}
-}  // namespace
 
 cudaError_t launch_exchange(const ExchangeArgs& args, DType dtype, CodecId codec, int threads, cudaStream_t stream) {
   return dispatch_codec_any_dtype(codec, dtype, [&](auto codec_t, auto d) {
@@ -163,18 +148,11 @@ cudaError_t launch_exchange_packets(const ExchangeArgs& args, DType dtype, cudaS
   });
 }
 
+template cudaError_t launch_two_shot_kernels<false>(AllReduceArgs, DType, CodecId, cudaStream_t);
+
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream) {
-  return dispatch_codec(codec, dtype, [&](auto codec_t, auto d) {
-    using Codec = decltype(codec_t);
-    auto kernel = args.residual != nullptr ? two_shot_for<Codec, decltype(d)::value, true>(args.world_size, args.threads)
-                                           : two_shot_for<Codec, decltype(d)::value, false>(args.world_size, args.threads);
-    size_t tile_values = size_t(args.threads) * kLaneValues * args.world_size;
-    size_t tiles = (args.numel + tile_values - 1) / tile_values;
-    int limit = resident_blocks(reinterpret_cast<const void*>(kernel), args.threads);
-    if (args.blocks <= 0 || args.blocks > limit) args.blocks = limit;
-    if (size_t(args.blocks) > tiles) args.blocks = int(tiles);
-    return launch(kernel, args.blocks, args.threads, args, stream);
-  });
+  return args.residual != nullptr ? launch_two_shot_kernels<true>(args, dtype, codec, stream)
+                                  : launch_two_shot_kernels<false>(args, dtype, codec, stream);
 }
 
 }  // namespace qr
