@@ -23,3 +23,24 @@ qb() {
   timeout "$t" python3 -m quickreduce.cli bench --timeout $((t - 5)) --replays 9 "$@" 2>&1 | grep -vE "^\s*$" >> "$L"
   echo "bench $*: exit ${PIPESTATUS[0]}"
 }
+#   speed VARIANT [ARGS...]   `quickreduce codec-speed ARGS` appended to $OUT/codec-speed.csv, VARIANT its first
+#                   column (session 19's call scripts each had a copy)
+#   ab_rows CSV COLUMN        one line per (method, size) of a CSV whose first column names the run
+#                   (COLUMN), the runs side by side
+speed() {
+  local variant=$1; shift
+  timeout 60 python3 -m quickreduce.cli codec-speed "$@" --csv /tmp/cs.csv > /tmp/cs.txt 2>&1
+  echo "codec-speed $variant: exit $?"; cat /tmp/cs.txt >> "$L"; grep -E "^ *(int|fp)" /tmp/cs.txt
+  [ -f "$OUT/codec-speed.csv" ] || sed -n 1p /tmp/cs.csv | sed 's/^/variant,/' > "$OUT/codec-speed.csv"
+  sed 1d /tmp/cs.csv | sed "s/^/$variant,/" >> "$OUT/codec-speed.csv"
+}
+ab_rows() {
+  python3 - "$1" "$2" <<'PY'
+import collections, csv, sys
+rows = collections.defaultdict(list)
+for r in csv.DictReader(open(sys.argv[1])):
+    rows[(r["method"], int(r["size_bytes"]))].append(f"{r[sys.argv[2]]}:{float(r['time_us']):8.2f}")
+for (method, size), runs in sorted(rows.items()):
+    print(f"{method:18s} {size:>10d}  " + "  ".join(runs))
+PY
+}
