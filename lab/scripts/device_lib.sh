@@ -5,6 +5,10 @@
 #   peers           FlashInfer (and the other peers) from the carried .peers, on PYTHONPATH
 #   qb ARGS...      `quickreduce bench --replays 9 ARGS` with a timeout (QB_TIMEOUT_S, default 60),
 #                   its output appended to $L, its exit status echoed
+#   speed VARIANT [ARGS...]   `quickreduce codec-speed ARGS` appended to $OUT/codec-speed.csv, VARIANT its first
+#                   column (session 19's call scripts each had a copy)
+#   ab_rows CSV COLUMN        one line per (method, size) of a CSV whose first column names the run
+#                   (COLUMN), the runs side by side
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-/tmp/qr-out}; mkdir -p "$OUT"; L=$OUT/${DEVICE_LOG:-call.log}
@@ -23,10 +27,6 @@ qb() {
   timeout "$t" python3 -m quickreduce.cli bench --timeout $((t - 5)) --replays 9 "$@" 2>&1 | grep -vE "^\s*$" >> "$L"
   echo "bench $*: exit ${PIPESTATUS[0]}"
 }
-#   speed VARIANT [ARGS...]   `quickreduce codec-speed ARGS` appended to $OUT/codec-speed.csv, VARIANT its first
-#                   column (session 19's call scripts each had a copy)
-#   ab_rows CSV COLUMN        one line per (method, size) of a CSV whose first column names the run
-#                   (COLUMN), the runs side by side
 speed() {
   local variant=$1; shift
   timeout 60 python3 -m quickreduce.cli codec-speed "$@" --csv /tmp/cs.csv > /tmp/cs.txt 2>&1
