@@ -61,6 +61,7 @@ struct IntCodecBase {
   // keep the clamp (for a NaN block it keeps the codes the twin's).
   template <DType S>
   QR_HD static bool unclamped_safe(uint16_t scale_bits) {
+    static_assert(kBits <= 8, "the margin needs qmax * 256/255 < qmax + 0.5: qmax < 128");
     constexpr uint32_t kExp = S == DType::kFloat16 ? 0x7c00u : 0x7f80u, kExpLsb = kExp & (~kExp + 1u);
     return (uint32_t(scale_bits) & kExp) - kExpLsb < kExp - kExpLsb;  // exponent neither 0 nor all ones
   }

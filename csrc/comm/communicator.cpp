@@ -165,7 +165,9 @@ void Communicator::all_reduce(uintptr_t in, uintptr_t out, size_t numel, DType d
   AllReduceArgs args{};
   fill_common(args, in, out, pdl);
   args.numel = numel;
-  args.signature = call_signature(numel, dtype, codec, algo);
+  // The residual-adding two-shot is another call (another kernel, its own grid): ranks that disagree
+  // on the epilogue's route get a CallMismatchError, not a wait on slots never sent.
+  args.signature = call_signature(numel, dtype, codec, residual != 0 ? Algo(0x20000 + int(algo)) : algo);
   auto s = reinterpret_cast<cudaStream_t>(stream);
   DeviceGuard guard(device_);
   if (algo == Algo::kOneShot) {

@@ -203,6 +203,9 @@ class Communicator:
         """The sum; with ``residual`` (the epilogue's, x's shape and dtype; the plan must be the two-shot)
         ``out = to_T(to_T(sum) + residual)``, the add done at the two-shot's stores."""
         self._check_tensor(x, "x", collectives.DTYPE_IDS)
+        if residual is not None and (x.dtype not in _DTYPE_IDS or residual.shape != x.shape
+                                     or residual.dtype != x.dtype):
+            raise ValueError("the residual add takes float16/bfloat16 x and a residual of x's shape and dtype")
         if out is None:
             out = torch.empty_like(x)
         elif out is not x:

@@ -12,9 +12,10 @@
 the ``_c10d_functional`` ops, which find the group by name and call the same methods), run through a
 quickreduce ``Communicator`` whenever ``route()`` says quickreduce takes the call. Every other call goes
 to the fallback backends the group owns, built from the same store: NCCL for CUDA tensors (gloo where
-the ranks share a GPU: ``Options.fallback``) and gloo for CPU tensors. Methods this class does not
-define (broadcast, barrier, send/recv, gather/scatter/reduce, the list forms, ``allreduce_coalesced``)
-go to the fallbacks through torch's own dispatch (the backends are registered on the group).
+the ranks share a GPU: ``Options.fallback``) and gloo for CPU tensors. The calls quickreduce never
+takes (broadcast, barrier, send/recv, gather/scatter/reduce, the list forms, ``allreduce_coalesced``)
+go straight to the fallback backend of their tensors' device, by its own bindings (not through torch's
+C++ ProcessGroup, whose trampoline for a Python subclass holds the GIL where gloo may wait for it).
 
 What quickreduce takes (``route``, a pure function of the call's description and the group's limits):
 one contiguous CUDA tensor (per side) of float16, bfloat16 or float32 on the communicator's GPU, in a
@@ -743,63 +744,75 @@ class ProcessGroupQuickreduce(dist.ProcessGroup):
     # that frees a finished call's tensors takes the GIL while it holds the lock a new call waits for:
     # a deadlock (one rank stuck in the call itself; caught by gdb under load in session 19). The
     # backends' own bindings release the GIL.
-    def _backend_for(self, tensor, collective: str):
-        backend = self._backends.get(tensor.device.type)
+    def _backend_for(self, tensors, collective: str):
+        """The fallback backend of the device of ``tensors`` (a tensor, or a list whose first is one)."""
+        t = tensors if isinstance(tensors, torch.Tensor) else tensors[0]
+        return self._backend_of(t.device.type, collective)
+
+    def _backend_of(self, device_type: str, collective: str):
+        backend = self._backends.get(device_type)
         if backend is None:
-            raise ValueError(f"quickreduce backend: no backend for {tensor.device.type} tensors ({collective}); "
+            raise ValueError(f"quickreduce backend: no backend for {device_type} tensors ({collective}); "
                              f"this group has {sorted(self._backends)}")
         return backend
 
-    def allgather(self, output_tensors, input_tensors, *args):
-        return self._backend_for(input_tensors[0], "all_gather").allgather(output_tensors, input_tensors, *args)
+    # Each takes what torch's ProcessGroup method takes, positional or keyword (the backends' bindings
+    # use the same names), and picks the backend by its input tensor(s).
+    def allgather(self, output_tensors, input_tensors, *args, **kwargs):
+        return self._backend_for(input_tensors, "all_gather").allgather(output_tensors, input_tensors, *args, **kwargs)
 
-    def allgather_coalesced(self, output_lists, input_list, *args):
-        return self._backend_for(input_list[0], "all_gather").allgather_coalesced(output_lists, input_list, *args)
+    def allgather_coalesced(self, output_lists, input_list, *args, **kwargs):
+        return self._backend_for(input_list, "all_gather").allgather_coalesced(output_lists, input_list, *args,
+                                                                               **kwargs)
 
-    def allreduce_coalesced(self, tensors, *args):
-        return self._backend_for(tensors[0], "all_reduce").allreduce_coalesced(tensors, *args)
+    def allreduce_coalesced(self, tensors, *args, **kwargs):
+        return self._backend_for(tensors, "all_reduce").allreduce_coalesced(tensors, *args, **kwargs)
 
-    def alltoall(self, output_tensors, input_tensors, *args):
-        return self._backend_for(input_tensors[0], "all_to_all").alltoall(output_tensors, input_tensors, *args)
+    def alltoall(self, output_tensors, input_tensors, *args, **kwargs):
+        return self._backend_for(input_tensors, "all_to_all").alltoall(output_tensors, input_tensors, *args, **kwargs)
 
-    def broadcast(self, tensors, *args):
-        return self._backend_for(tensors[0], "broadcast").broadcast(tensors, *args)
+    def broadcast(self, tensors, *args, **kwargs):
+        return self._backend_for(tensors, "broadcast").broadcast(tensors, *args, **kwargs)
 
-    def reduce(self, tensors, *args):
-        return self._backend_for(tensors[0], "reduce").reduce(tensors, *args)
+    def reduce(self, tensors, *args, **kwargs):
+        return self._backend_for(tensors, "reduce").reduce(tensors, *args, **kwargs)
 
-    def gather(self, output_tensors, input_tensors, *args):
-        return self._backend_for(input_tensors[0], "gather").gather(output_tensors, input_tensors, *args)
+    def gather(self, output_tensors, input_tensors, *args, **kwargs):
+        return self._backend_for(input_tensors, "gather").gather(output_tensors, input_tensors, *args, **kwargs)
 
-    def scatter(self, output_tensors, input_tensors, *args):
-        return self._backend_for(output_tensors[0], "scatter").scatter(output_tensors, input_tensors, *args)
+    def scatter(self, output_tensors, input_tensors, *args, **kwargs):
+        return self._backend_for(output_tensors, "scatter").scatter(output_tensors, input_tensors, *args, **kwargs)
 
-    def reduce_scatter(self, output_tensors, input_tensors, *args):
-        return self._backend_for(output_tensors[0], "reduce_scatter").reduce_scatter(output_tensors, input_tensors,
-                                                                                     *args)
+    def reduce_scatter(self, output_tensors, input_tensors, *args, **kwargs):
+        return self._backend_for(output_tensors, "reduce_scatter").reduce_scatter(output_tensors, input_tensors,
+                                                                                  *args, **kwargs)
 
-    def send(self, tensors, *args):
-        return self._backend_for(tensors[0], "send").send(tensors, *args)
+    def send(self, tensors, *args, **kwargs):
+        return self._backend_for(tensors, "send").send(tensors, *args, **kwargs)
 
-    def recv(self, tensors, *args):
-        return self._backend_for(tensors[0], "recv").recv(tensors, *args)
+    def recv(self, tensors, *args, **kwargs):
+        return self._backend_for(tensors, "recv").recv(tensors, *args, **kwargs)
 
-    def recv_anysource(self, tensors, *args):
-        return self._backend_for(tensors[0], "recv").recv_anysource(tensors, *args)
+    def recv_anysource(self, tensors, *args, **kwargs):
+        return self._backend_for(tensors, "recv").recv_anysource(tensors, *args, **kwargs)
 
-    def barrier(self, opts=None):
+    def barrier(self, opts=None, timeout=None):
         """On the device ``opts.device`` names, else where torch's ProcessGroup puts it: CUDA when the
-        fallback is NCCL, else CPU."""
+        fallback is NCCL, else CPU. ``barrier(timeout)`` (a timedelta) as torch's second form."""
+        if isinstance(opts, timedelta):
+            opts, timeout = None, opts
         opts = opts if opts is not None else dist.BarrierOptions()
+        if timeout is not None:
+            opts.timeout = timeout
         device = getattr(opts, "device", None)
         kind = device.type if device is not None else "cuda" if self.fallback == "nccl" else "cpu"
-        return self._backends[kind if kind in self._backends else "cpu"].barrier(opts)
+        return self._backend_of(kind if kind in self._backends else "cpu", "barrier").barrier(opts)
 
     def _start_coalescing(self, device):
-        return self._backends[torch.device(device).type]._start_coalescing()
+        return self._backend_of(torch.device(device).type, "coalescing")._start_coalescing()
 
     def _end_coalescing(self, device):
-        return self._backends[torch.device(device).type]._end_coalescing()
+        return self._backend_of(torch.device(device).type, "coalescing")._end_coalescing()
 
     def monitored_barrier(self, *args, **kwargs):
         return self._backends["cpu"].monitored_barrier(*args, **kwargs)  # gloo only, as torch's

@@ -265,22 +265,28 @@ def test_every_collective_is_a_python_method():
 
     calls = []
 
-    class Backend:  # records which method of the backend each forwarded call reached
+    class Backend:  # records which method each forwarded call reached, and with what
         def __getattr__(self, name):
-            return lambda *args, **kwargs: calls.append(name) or name
+            return lambda *args, **kwargs: calls.append((name, args, kwargs)) or name
 
     PG = qd.ProcessGroupQuickreduce  # its methods on a stand-in self (a real group needs peers)
     pg = SimpleNamespace(_backends={"cpu": Backend(), "cuda": Backend()}, fallback="gloo")
-    pg._backend_for = lambda tensor, collective: PG._backend_for(pg, tensor, collective)
+    pg._backend_of = lambda kind, collective: PG._backend_of(pg, kind, collective)
+    pg._backend_for = lambda tensors, collective: PG._backend_for(pg, tensors, collective)
     t = torch.zeros(2)
     assert PG.broadcast(pg, [t], dist.BroadcastOptions()) == "broadcast"
+    assert PG.broadcast(pg, torch.tensor(1.0), 0) == "broadcast"  # the single-tensor form, 0-dim
     assert PG.allgather(pg, [[t, t]], [t]) == "allgather"
     assert PG.scatter(pg, [t], [], dist.ScatterOptions()) == "scatter"
-    assert PG.send(pg, [t], 1, 0) == "send" and PG.recv_anysource(pg, [t], 0) == "recv_anysource"
+    assert PG.send(pg, [t], 1, tag=3) == "send" and calls[-1][2] == {"tag": 3}  # as torch's checkpointing calls it
+    assert PG.recv_anysource(pg, [t], 0) == "recv_anysource"
     assert PG.barrier(pg, opts=dist.BarrierOptions()) == "barrier" and PG.barrier(pg) == "barrier"
+    assert PG.barrier(pg, timedelta(seconds=7)) == "barrier" and calls[-1][1][0].timeout == timedelta(seconds=7)
     assert PG._end_coalescing(pg, torch.device("cpu")) == "_end_coalescing"
-    with pytest.raises(ValueError, match="no backend for meta tensors"):
-        PG.broadcast(pg, [torch.zeros(2, device="meta")], dist.BroadcastOptions())
+    for call in (lambda: PG.broadcast(pg, [torch.zeros(2, device="meta")], dist.BroadcastOptions()),
+                 lambda: PG._start_coalescing(pg, torch.device("meta"))):
+        with pytest.raises(ValueError, match="no backend for meta tensors"):
+            call()
 
 
 # ================================================================ options

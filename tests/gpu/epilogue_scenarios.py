@@ -105,7 +105,8 @@ def epilogue_fp8(rank, world_size):
 
 
 def epilogue_in_place_and_graphs(rank, world_size):
-    """out=x and residual_out=residual in place; 200 graph replays with new inputs, checked."""
+    """out=x and residual_out=residual in place; 200 graph replays with new inputs, checked; with the
+    residual added after the two-shot and inside it (two_shot_residual_min_bytes 0)."""
     res = {}
     comm = qr.Communicator(max_size=8 << 20)
     tokens, hidden = 9, 4096
@@ -115,18 +116,20 @@ def epilogue_in_place_and_graphs(rank, world_size):
         x, residual, _ = _inputs(100 + b, tokens, hidden, torch.bfloat16, rank)
         summed = comm.all_reduce(x, codec="int4")
         bank.append((x, residual, *_oracle(summed, residual, weight, "bf16", 1e-6)[:2]))
-    x, r = bank[0][0].clone(), bank[0][1].clone()
-    out, res_out = comm.all_reduce_add_rmsnorm(x, r, weight, 1e-6, codec="int4", out=x, residual_out=r)
-    res["in place"] = same_values(x, bank[0][2]) or same_values(r, bank[0][3])
-    res["in place returns the inputs"] = None if out is x and res_out is r else "not the same tensors"
-    gx, gr = torch.empty_like(x), torch.empty_like(r)
-    outs = [torch.empty_like(x), torch.empty_like(r)]
+    for route, min_bytes in (("after the two-shot", 1 << 62), ("in the two-shot", 0)):
+        comm.two_shot_residual_min_bytes = min_bytes
+        x, r = bank[0][0].clone(), bank[0][1].clone()
+        out, res_out = comm.all_reduce_add_rmsnorm(x, r, weight, 1e-6, codec="int4", out=x, residual_out=r)
+        res[f"{route}/in place"] = same_values(x, bank[0][2]) or same_values(r, bank[0][3])
+        res[f"{route}/in place returns the inputs"] = None if out is x and res_out is r else "not the same tensors"
+        gx, gr = torch.empty_like(x), torch.empty_like(r)
+        outs = [torch.empty_like(x), torch.empty_like(r)]
 
-    def body():
-        comm.all_reduce_add_rmsnorm(gx, gr, weight, 1e-6, codec="int4", out=outs[0], residual_out=outs[1])
+        def body():
+            comm.all_reduce_add_rmsnorm(gx, gr, weight, 1e-6, codec="int4", out=outs[0], residual_out=outs[1])
 
-    wrong = harness.replay_checked(body, [gx, gr], outs, bank, int(os.environ.get("QR_EPILOGUE_REPLAYS", "200")))
-    res["graph replays correct"] = None if wrong == 0 else f"{wrong} wrong elements"
+        wrong = harness.replay_checked(body, [gx, gr], outs, bank, int(os.environ.get("QR_EPILOGUE_REPLAYS", "200")))
+        res[f"{route}/graph replays correct"] = None if wrong == 0 else f"{wrong} wrong elements"
     comm.check()
     comm.close()
     return res

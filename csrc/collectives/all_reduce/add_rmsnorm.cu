@@ -79,7 +79,8 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
   const size_t row = blockIdx.x, H = a.hidden;
   const int lanes = int(H / kLaneValues), t = threadIdx.x;
   const int blocks = kWholeRow ? K : padded_blocks(lanes), chunks = kWholeRow ? 1 : blocks / K;
-  const auto* sum = static_cast<const uint16_t*>(a.sum) + row * H;
+  const bool add = a.sum != nullptr;  // else `residual` is r, written by the all-reduce itself
+  const auto* sum = add ? static_cast<const uint16_t*>(a.sum) + row * H : nullptr;
   const auto* res = static_cast<const uint16_t*>(a.residual) + row * H;
   auto* res_out = static_cast<uint16_t*>(a.residual_out) + row * H;
   auto* out = static_cast<uint16_t*>(a.out) + row * H;
@@ -88,7 +89,6 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
 
   uint4 held[K];  // the residual, then r (residual_out's bits), then y (out's bits)
   uint4 weights[K];
-  const bool add = a.sum != nullptr;  // else `residual` is r, written by the all-reduce itself
   if (kWholeRow && add) {
     // Loaded while the all-reduce finishes: the residual and weight are none of its outputs (out
     // and residual_out are only stored after the wait), and its kernels wait for their own
