@@ -14,12 +14,12 @@
 
 namespace qr {
 
-// Bit i: whether value i of a block is negated before the transform (a fixed pseudo-random pattern
-// of 8 bits, the same for each of a block's 4 lanes: on the GPU every sign is then a compile-time
-// constant and folds into the power-of-two multiplies, where a pattern per lane took two integer
-// ops a value each way; quality as the 32-bit 0x9E3779B9 had, bench/NOTES.md session 18).
+// Bit i % 8: whether value i of a block is negated before the transform (a fixed pseudo-random
+// pattern of 8 bits, the same for each of a block's 4 lanes, so 0xB9B9B9B9 over the block as the
+// spec and the oracle write it: on the GPU every sign is then a compile-time constant and folds into
+// the power-of-two multiplies, where a pattern per lane took two integer ops a value each way;
+// quality as the 32-bit 0x9E3779B9 had, bench/NOTES.md session 18).
 constexpr uint32_t kRotationLaneSigns = 0xB9u;
-constexpr uint32_t kRotationSigns = kRotationLaneSigns * 0x01010101u;
 constexpr float kRotateScale = 0.03125f;      // 2^-5, before the forward butterflies
 constexpr float kUnrotatePreScale = 0.125f;   // 2^-3, before the inverse butterflies
 constexpr float kUnrotatePostScale = 8.0f;    // 2^3, after them

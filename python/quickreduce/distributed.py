@@ -589,11 +589,7 @@ class ProcessGroupQuickreduce(dist.ProcessGroup):
         self.fallback_reasons[why.reason] += 1
         if self.fallback_reasons[why.reason] == 1:
             logger.info("quickreduce backend: %s of %s goes to the fallback: %s", collective, device_type, why.detail)
-        backend = self._backends.get(device_type)
-        if backend is None:
-            raise ValueError(f"quickreduce backend: no backend for {device_type} tensors ({collective}); "
-                             f"this group has {sorted(self._backends)}")
-        return getattr(backend, method)(*args)
+        return getattr(self._backend_of(device_type, collective), method)(*args)
 
     # ---- the communicator
     @property

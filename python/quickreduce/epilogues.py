@@ -86,17 +86,17 @@ def all_reduce_add_rmsnorm(comm, x: torch.Tensor, residual: torch.Tensor, weight
     rows, hidden = check_args(x, residual, weight, eps, out, residual_out, fp8, fp8_scale)
     if residual_out is None:
         residual_out = torch.empty_like(x)
-    if fp8 is None and _fuses(comm, x, codec, rows, hidden):
-        comm._check_tensor(x, "x", _DTYPE_IDS)  # as all_reduce checks it on the other path
+    route, name = _route(comm, x, codec, fp8, rows, hidden)
+    if route == "one kernel":
+        comm._check_tensor(x, "x", _DTYPE_IDS)  # as all_reduce checks it on the other paths
         out = out if out is not None else torch.empty_like(x)
         comm._c.all_reduce_add_rmsnorm(x.data_ptr(), out.data_ptr(), residual.data_ptr(), weight.data_ptr(),
                                        residual_out.data_ptr(), rows, hidden, float(eps), _DTYPE_IDS[x.dtype],
                                        torch.cuda.current_stream(x.device).cuda_stream, pdl=comm.pdl)
         return out, residual_out
-    if _adds_in_two_shot(comm, x, codec):
+    if route == "add in two-shot":
         # The two-shot stores r = to_T(to_T(sum) + residual) into residual_out; the kernel after it only
         # normalises (the same bits as below, 4 bytes a value less traffic).
-        name = codec if codec is not None else comm.codec_for("all_reduce")
         r = comm._all_reduce_sum(x, residual_out, name, "two_shot", residual=residual)
         return _launch(None, r, weight, eps, out if out is not None else torch.empty_like(x), r, fp8, fp8_scale,
                        rows, hidden)
@@ -104,26 +104,22 @@ def all_reduce_add_rmsnorm(comm, x: torch.Tensor, residual: torch.Tensor, weight
     return _launch(summed, residual, weight, eps, summed, residual_out, fp8, fp8_scale, rows, hidden)
 
 
-def _adds_in_two_shot(comm, x: torch.Tensor, codec: Optional[str]) -> bool:
-    """Whether the all-reduce runs the two-shot (any codec) at a size where adding the residual at its
-    stores measured faster (Communicator.two_shot_residual_min_bytes; QUICKREDUCE_FUSED_EPILOGUE as
-    for the fused one-shot). The bits are the same either way."""
+def _route(comm, x: torch.Tensor, codec: Optional[str], fp8: Optional[str], rows: int, hidden: int):
+    """(route, codec name) of a valid call; the bits are the same on every route.
+    "one kernel": one_shot_add_rmsnorm_kernel, where the all-reduce would run the one-shot (an exact
+    codec at a size where the table picks it), the rows are whole clusters of CTAs (hidden a multiple
+    of 1024 up to 16384), the tensor is at most 256 KiB and there is no FP8 output.
+    "add in two-shot": the two-shot (any codec) adds the residual at its stores, from the size where
+    that measured faster (Communicator.two_shot_residual_min_bytes).
+    "after": the all-reduce, then the epilogue kernel; always with QUICKREDUCE_FUSED_EPILOGUE=0."""
+    name = codec if codec is not None else comm.codec_for("all_reduce")
     nbytes = x.numel() * x.element_size()
-    if not comm.fused_epilogue or x.dtype not in _DTYPE_IDS or nbytes < comm.two_shot_residual_min_bytes:
-        return False
-    name = codec if codec is not None else comm.codec_for("all_reduce")
+    fits_one_kernel = fp8 is None and comm._c.fused_add_rmsnorm_fits(rows, hidden)
+    if not comm.fused_epilogue or (not fits_one_kernel and nbytes < comm.two_shot_residual_min_bytes):
+        return "after", name
     algo, _ = comm._plan(nbytes, x.dtype, name, "auto")
-    return algo == "two_shot"
-
-
-def _fuses(comm, x: torch.Tensor, codec: Optional[str], rows: int, hidden: int) -> bool:
-    """Whether the call runs as one kernel (one_shot_add_rmsnorm_kernel): the all-reduce would run
-    the one-shot (an exact codec at a size where the table picks it), the rows are whole clusters of
-    CTAs (hidden a multiple of 1024 up to 16384), the tensor is at most 256 KiB and the fused
-    path is on (QUICKREDUCE_FUSED_EPILOGUE).
-    The bits are the same either way."""
-    if not comm.fused_epilogue or x.dtype not in _DTYPE_IDS or not comm._c.fused_add_rmsnorm_fits(rows, hidden):
-        return False
-    name = codec if codec is not None else comm.codec_for("all_reduce")
-    algo, _ = comm._plan(x.numel() * x.element_size(), x.dtype, name, "auto")
-    return algo == "one_shot"
+    if fits_one_kernel and algo == "one_shot":
+        return "one kernel", name
+    if algo == "two_shot" and nbytes >= comm.two_shot_residual_min_bytes:
+        return "add in two-shot", name
+    return "after", name
