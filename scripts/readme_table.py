@@ -7,7 +7,7 @@ from quickreduce.cli.report import human_size, read_csv
 ROOT = Path(__file__).resolve().parents[1]
 COLUMNS = ["nccl", "symm_mem_two_shot", "vllm_custom", "trtllm_one_shot", "trtllm_one_shot_pdl",
            "qr_one_shot", "qr_two_shot", "qr_lossless", "qr_auto", "flashinfer_fp8", "qr_int8", "qr_fp8", "qr_int6",
-           "qr_int4", "qr_fp4", "qr_auto_int4"]
+           "qr_int4", "qr_int4h", "qr_fp4", "qr_auto_int4"]
 
 
 def cell(t: float | None) -> str:
