@@ -244,8 +244,9 @@ def _validated_breakpoints(entries: list[dict[str, Any]]) -> list[dict[str, Any]
 
 def fallback_table(gpu_name: str, world_size: int) -> TuneTable:
     """For hardware nobody tuned. 2 GPUs: what the two measured machines (tuned/h100-w2.json,
-    tuned/h200-w2.json) agree on: the one-shot up to 4 MiB, then the two-shot's lossless packing, which
-    both measured ahead of NCCL at every size; codecs from 4 MiB, where both tables start them.
+    tuned/h200-w2.json) agree on, kept on the safe side of both: the one-shot up to 4 MiB (both tables keep
+    it to ~11.9 MB), then the two-shot's lossless packing, which both measured ahead of NCCL at every
+    size; codecs from 4 MiB (both tables start them at ~5.9 MB).
     More GPUs (never measured): the one-shot only for small messages, NCCL for very large ones, codecs
     only where the transfer clearly dominates (from 1 MiB)."""
     codecs = [c for c in DEFAULT_CODEC_ERROR_ORDER if c not in PASSTHROUGH]
