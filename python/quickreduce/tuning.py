@@ -247,8 +247,8 @@ def fallback_table(gpu_name: str, world_size: int) -> TuneTable:
     tuned/h200-w2.json) agree on, kept on the safe side of both: the one-shot up to 4 MiB (both tables keep
     it to ~11.9 MB), then the two-shot's lossless packing, which both measured ahead of NCCL at every
     size; codecs from 4 MiB (both tables start them at ~5.9 MB).
-    More GPUs (never measured): the one-shot only for small messages, NCCL for very large ones, codecs
-    only where the transfer clearly dominates (from 1 MiB)."""
+    More GPUs (no measured table; 4x H200 has one, tuned/h200-w4.json): the one-shot only for small
+    messages, NCCL for very large ones, codecs only where the transfer clearly dominates (from 1 MiB)."""
     codecs = [c for c in DEFAULT_CODEC_ERROR_ORDER if c not in PASSTHROUGH]
     with_codecs = {c: ["two_shot", c] for c in codecs}
     if world_size == 2:

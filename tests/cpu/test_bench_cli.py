@@ -265,9 +265,12 @@ def test_tune_rows_to_measurements():
                       {"size": 64 * M, "method": "qr_int8", "time_us": 1.0, "rel_err": 0.01,
                        "identical": False, "dtype": "bf16"}]
     measurements, warnings = tune.measurements_from_rows(rows, tune.candidates(["int4", "int8"]))
-    assert {(m["algo"], m["codec"]) for m in measurements} == {
-        ("nccl", "bf16"), ("two_shot", "bf16"), ("two_shot", "int4")}
+    # NCCL in place ("nccl") is no candidate: `auto` runs NCCL after a copy, timed as "nccl_copy"
+    assert {(m["algo"], m["codec"]) for m in measurements} == {("two_shot", "bf16"), ("two_shot", "int4")}
     assert len(warnings) == 2  # the inexact one-shot and the rank-disagreeing int8
+    copied = [dict(r, method="nccl_copy") for r in rows if r["method"] == "nccl"]
+    measurements, _ = tune.measurements_from_rows(copied, tune.candidates(["int4"]))
+    assert [(m["algo"], m["codec"]) for m in measurements] == [("nccl", "bf16")] * 2
     lines = tune.describe({"codec_error_order": ["fp16", "int8", "int4"], "dtypes": {"bf16": [
         {"max_bytes": 1048575, "lossless": "one_shot", "lossy": {}},
         {"max_bytes": None, "lossless": "two_shot", "lossy": {"int4": ["two_shot", "int4"]}}]}})
@@ -602,10 +605,9 @@ def test_csv_collective_column_and_old_readers(tmp_path):
     old = tmp_path / "old.csv"
     old.write_text("size_bytes,method,time_us,dtype\n8192,nccl,11.9,bf16\n")
     assert read_csv(old)[0]["collective"] == "all_reduce"
-    # `quickreduce tune --from-csv` takes the all-reduce rows only.
+    # `quickreduce tune --from-csv` takes the all-reduce rows only (NCCL in place is no candidate).
     measurements, _ = tune.measurements_from_rows(back, tune.candidates(["int4"]))
-    assert sorted((m["algo"], m["codec"]) for m in measurements) == [
-        ("nccl", "fp32"), ("nccl", "fp32"), ("two_shot", "int4"), ("two_shot", "int4")]
+    assert sorted((m["algo"], m["codec"]) for m in measurements) == [("two_shot", "int4"), ("two_shot", "int4")]
     others = [r for r in back if r["collective"] != "all_reduce"]
     assert tune.measurements_from_rows(others, tune.candidates(["int4"])) == ([], [])
 

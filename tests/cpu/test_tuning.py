@@ -59,6 +59,20 @@ def test_builtin_h200_w2_is_the_measured_table():
     assert choose(table, 64 * MiB, "fp16", "fp4") in (("two_shot", "int4"), ("two_shot", "fp4"))
 
 
+def test_builtin_h200_w4_is_the_measured_table():
+    # `quickreduce tune --gpus 4` on 4x H200 (bench/results/h200-x4-tune.csv, session 20): the one-shot to
+    # ~2.8 MB, the plain two-shot to ~90 MB, the lossless packing above; NCCL (timed after the copy
+    # `auto` makes for it) nowhere.
+    table = load_table("NVIDIA H200", 4, driver="test")
+    assert table.source.startswith("built-in") and table.world_size == 4 and table.measured
+    assert choose(table, 8 << 10, "bf16") == ("one_shot", "bf16")
+    assert choose(table, 2 * MiB, "bf16") == ("one_shot", "bf16")
+    assert choose(table, 64 * MiB, "bf16") == ("two_shot", "bf16")
+    assert choose(table, 1 << 30, "bf16") == ("two_shot", "lossless")
+    assert all(e["lossless"] != "nccl" for e in table.raw["dtypes"]["bf16"])
+    assert choose(table, 1 << 30, "bf16", "auto:int4") in (("two_shot", "int4"), ("two_shot", "fp4"))
+
+
 def test_lossless_bounds_and_unknown_bound():
     table = load_table("NVIDIA H200", 2, driver="test")
     for bound in (None, "fp16", "bf16", "auto", "lossless", "auto:fp16"):
@@ -473,7 +487,8 @@ def test_live_tune_times_the_collectives_with_the_bench_sweep(tmp_path, monkeypa
                       "--sizes", "64K,4M,64M", "--out", str(out), "--no-cache", "--timeout", "100"]) == 0
     # all-reduce in bf16 and fp16 as always; the segment collectives in fp32 too: two sweeps
     (reduce_sweep, first_timeout), (segment_sweep, second_timeout) = sweeps
-    assert reduce_sweep.methods == list(tune.candidates(list(report.QR_CODECS)))
+    assert reduce_sweep.methods == ["nccl"] + list(tune.candidates(list(report.QR_CODECS)))
+    assert "nccl_copy" in reduce_sweep.methods  # NCCL's candidate: as `auto` runs it, after a copy
     assert reduce_sweep.dtypes == ["bf16", "fp16"] and segment_sweep.dtypes == ["bf16", "fp16", "fp32"]
     plan = segment_sweep.plan()
     assert list(plan) == ["reduce_scatter", "all_gather", "all_to_all"]

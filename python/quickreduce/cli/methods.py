@@ -121,6 +121,19 @@ class NcclMethod(Method):
         return inp
 
 
+class NcclCopyMethod(Method):
+    """NCCL as quickreduce's `algo="auto"` runs it for an out-of-place call (`y = comm.all_reduce(x)`):
+    the input copied into the output, then `dist.all_reduce` in place there (torch has no out-of-place
+    all-reduce). `quickreduce tune` times NCCL this way, since that copy is what choosing NCCL costs."""
+
+    name = "nccl_copy"
+
+    def run(self, inp, out):
+        out.copy_(inp)
+        dist.all_reduce(out, group=self.ctx.group)
+        return out
+
+
 # torch 2.13 renamed the flat forms (the old names warn); the signatures are the same.
 _REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 _ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -423,6 +436,7 @@ def _exchange_methods(collective: str) -> dict[str, Callable[[], Method]]:
 def _own_methods() -> dict[str, Callable[[], Method]]:
     methods: dict[str, Callable[[], Method]] = {
         "nccl": NcclMethod,
+        "nccl_copy": NcclCopyMethod,
         "symm_mem_one_shot": lambda: SymmMemMethod("symm_mem_one_shot", "one_shot"),
         "symm_mem_two_shot": lambda: SymmMemMethod("symm_mem_two_shot", "two_shot"),
         "qr_one_shot": lambda: QuickReduceMethod("qr_one_shot", "one_shot", None),
