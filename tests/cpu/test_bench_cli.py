@@ -666,7 +666,8 @@ def test_bench_arguments(tmp_path):
     assert config.methods == list(report.METHOD_LOSSY) and config.plan() == {
         "all_reduce": list(report.METHOD_LOSSY)}  # today's run, unchanged
     assert (config.iters, config.warmup, config.replays) == ((50, 20, 5), 2, 7)
-    assert config.sizes == parse_sizes("8K:1G") and not config.shared_gpu
+    assert config.sizes == parse_sizes("8K:1G") and not config.shared_gpu and not config.gap
+    assert bench.sweep_config(parse(["--gap"])).gap  # a kernel between every two calls
     config = bench.sweep_config(parse(["--collective", "reduce_scatter,all_gather", "--dtype",
                                        "fp32", "--methods", "nccl,qr_int8"]))
     assert config.plan() == {"reduce_scatter": ["nccl", "qr_int8"],
@@ -683,6 +684,7 @@ def test_bench_arguments(tmp_path):
     assert bench.main(["--collective", "gather"]) == 2
     assert bench.main(["--collective", "all_gather", "--methods", "trtllm_*"]) == 2
     assert bench.default_csv_path("h200-x2", ["all_reduce"], False) == bench.RESULTS_DIR / "h200-x2.csv"
+    assert bench.default_csv_path("h200-x2", ["all_reduce"], False, gap=True).name == "h200-x2-gap.csv"
     assert bench.default_csv_path("h100-x2", ["all_reduce", "all_gather"], True).name == \
         "h100-x2-all_reduce-all_gather-shared.csv"
 

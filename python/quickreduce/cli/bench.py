@@ -91,6 +91,10 @@ def build_parser(prog: str = "quickreduce bench") -> argparse.ArgumentParser:
                    help=f"kill the run after this many seconds (default {DEFAULT_TIMEOUT_S})")
     p.add_argument("--no-align-start", action="store_true",
                    help="time each replay from the host barrier alone, without first lining the GPUs up")
+    p.add_argument("--gap", action="store_true",
+                   help="a one-element kernel between every two calls, as a model has compute between its "
+                        "collectives (its time alone is subtracted); NCCL back to back is 3-5 us slower a "
+                        "call below 512 KB than with a kernel between")
     p.add_argument("--shared-gpu", action="store_true",
                    help="run every rank on GPU 0 over gloo (QUICKREDUCE_ALLOW_SHARED_GPU=1): checks "
                         "results on one GPU; NCCL, symm_mem and FlashInfer rows are not run and the "
@@ -192,16 +196,18 @@ def list_methods(collectives: list[str]) -> None:
 
 
 def default_csv_path(tag: str, collectives: list[str], shared_gpu: bool,
-                     epilogues: list[str] | None = None) -> Path:
+                     epilogues: list[str] | None = None, gap: bool = False) -> Path:
     """bench/results/<gpu>-x<n>.csv for all-reduce alone (as always); other collectives and the
-    epilogues add their names and a shared-GPU run '-shared', so neither overwrites the all-reduce
-    results that scripts/readme_table.py and `quickreduce tune --from-csv` read."""
+    epilogues add their names, a shared-GPU run '-shared' and a --gap run '-gap', so none overwrites
+    the all-reduce results that scripts/readme_table.py and `quickreduce tune --from-csv` read."""
     name = tag
     parts = collectives + list(dict.fromkeys(epilogues or []))
     if parts != ["all_reduce"]:
         name += "-" + "-".join(parts)
     if shared_gpu:
         name += "-shared"
+    if gap:
+        name += "-gap"
     return RESULTS_DIR / f"{name}.csv"
 
 
@@ -249,10 +255,12 @@ def main(argv: list[str] | None = None) -> int:
     notes = list(result["notes"])
     if args.shared_gpu:
         notes.insert(0, SHARED_GPU_BANNER)
+    if args.gap:
+        notes.insert(0, "--gap: a one-element kernel between every two calls; its time alone is subtracted")
     print_results(rows, notes)
     tag = device_tag(result["device"], result["world_size"])
     csv_path = write_csv(rows, args.csv or default_csv_path(tag, collectives, args.shared_gpu,
-                                                            args.epilogue))
+                                                            args.epilogue, args.gap))
     print(f"wrote {csv_path}", file=sys.stderr)
     if partial.exists():
         partial.unlink()
@@ -296,6 +304,7 @@ def sweep_config(args: argparse.Namespace):
         peer_max_bytes=parse_size(args.peer_max_size),
         pool_budget_bytes=parse_size(args.pool_budget),
         align_start=not args.no_align_start,
+        gap=getattr(args, "gap", False),
         shared_gpu=shared,
         hidden=hidden,
     )

@@ -86,6 +86,10 @@ class SweepConfig:
     verbose: bool = True
     shared_gpu: bool = False  # every rank on GPU 0 over gloo: results checked, timings meaningless
     hidden: int = 4096  # the epilogue's row length: its tensors are [size / row bytes, hidden]
+    # A one-element kernel between every two calls, as a model has compute between its collectives
+    # (NCCL back to back costs it 3-5 us a call below 512 KB; bench/NOTES.md session 20); the time of
+    # that kernel alone, in a graph of the same length, is subtracted.
+    gap: bool = False
 
     def plan(self) -> dict[str, list[str]]:
         """{collective: method names}, in the order given."""
@@ -271,18 +275,43 @@ def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tens
 
     refill()
     _barrier(ctx)
+    gap = _gap_kernel(ctx) if config.gap else None
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         for i in range(calls):
             method.run(inputs[i % buffers], output(i))
+            if gap is not None:
+                gap()
     method.after_capture()
     per_call_us = _time_graph(ctx, graph, calls, config.warmup, config.replays,
                               refill if method.inplace else None,
                               config.align_start and not ctx.shared_gpu)
     method.raise_async_errors()
     del graph
+    if gap is not None:
+        per_call_us -= _gap_alone_us(ctx, gap, calls, config)
     return {"time_us": per_call_us, "rel_err": rel_err, "identical": identical,
             "calls": calls, "buffers": buffers}
+
+
+def _gap_kernel(ctx: RunContext) -> Callable[[], None]:
+    """bench --gap: the kernel put between two calls (a one-element add)."""
+    flag = ctx.shared.setdefault("gap_flag", torch.zeros(1, device=ctx.device))
+    return lambda: flag.add_(1)
+
+
+def _gap_alone_us(ctx: RunContext, gap: Callable[[], None], calls: int, config: SweepConfig) -> float:
+    """Per-call time of the gap kernel alone, in a graph of `calls` of them (cached per length)."""
+    cache = ctx.shared.setdefault("gap_alone_us", {})
+    if calls not in cache:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            for _ in range(calls):
+                gap()
+        cache[calls] = _time_graph(ctx, graph, calls, config.warmup, config.replays, None,
+                                   config.align_start and not ctx.shared_gpu)
+        del graph
+    return cache[calls]
 
 
 def _time_graph(ctx: RunContext, graph, calls: int, warmup: int, replays: int,
