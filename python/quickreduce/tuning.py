@@ -247,13 +247,22 @@ def fallback_table(gpu_name: str, world_size: int) -> TuneTable:
     tuned/h200-w2.json) agree on, kept on the safe side of both: the one-shot up to 4 MiB (both tables keep
     it to ~11.9 MB), then the two-shot's lossless packing, which both measured ahead of NCCL at every
     size; codecs from 4 MiB (both tables start them at ~5.9 MB).
-    More GPUs (no measured table; 4x H200 has one, tuned/h200-w4.json): the one-shot only for small
-    messages, NCCL for very large ones, codecs only where the transfer clearly dominates (from 1 MiB)."""
+    4 GPUs: tuned/h200-w4.json's shape, kept on the safe side: the one-shot up to 2 MiB (it measured
+    faster to ~2.8 MB), the plain two-shot to 64 MiB, the lossless packing above (1.04-1.15x NCCL from
+    128 MB; NCCL would also cost `auto` a copy), codecs from 2 MiB.
+    8 GPUs (never measured): the one-shot only for small messages, NCCL for very large ones, codecs
+    only where the transfer clearly dominates (from 1 MiB)."""
     codecs = [c for c in DEFAULT_CODEC_ERROR_ORDER if c not in PASSTHROUGH]
     with_codecs = {c: ["two_shot", c] for c in codecs}
     if world_size == 2:
         entries = [
             {"max_bytes": 4 << 20, "lossless": "one_shot", "lossy": {}},
+            {"max_bytes": None, "lossless": ["two_shot", "lossless"], "lossy": with_codecs},
+        ]
+    elif world_size == 4:
+        entries = [
+            {"max_bytes": 2 << 20, "lossless": "one_shot", "lossy": {}},
+            {"max_bytes": 64 << 20, "lossless": "two_shot", "lossy": with_codecs},
             {"max_bytes": None, "lossless": ["two_shot", "lossless"], "lossy": with_codecs},
         ]
     else:

@@ -89,6 +89,13 @@ def test_fallback_for_untuned_hardware():
     assert choose(table, 16 * MiB, "bf16")[0] == "two_shot"
     assert choose(table, 1 << 30, "bf16") == ("nccl", "bf16")
     assert choose(table, 1 << 30, "bf16", "int4") == ("two_shot", "int4")
+    # 4 GPUs untuned (an H100 x4, say): the measured 4x H200 table's shape, never NCCL
+    four = load_table("NVIDIA Z9000", 4, driver="test")
+    assert four.source.startswith("fallback")
+    assert choose(four, 1 * MiB, "bf16") == ("one_shot", "bf16")
+    assert choose(four, 16 * MiB, "bf16") == ("two_shot", "bf16")
+    assert choose(four, 16 * MiB, "bf16", "auto:int4") == ("two_shot", "int4")
+    assert choose(four, 1 << 30, "bf16") == ("two_shot", "lossless")
     # 2 GPUs: what the measured H100 and H200 tables agree on (one-shot to 4 MiB, then the lossless
     # two-shot, never NCCL; codecs from 4 MiB).
     table = load_table("NVIDIA Z9000", 2, driver="test")
