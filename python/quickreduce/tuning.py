@@ -250,8 +250,8 @@ def fallback_table(gpu_name: str, world_size: int) -> TuneTable:
     4 GPUs: tuned/h200-w4.json's shape, kept on the safe side: the one-shot up to 2 MiB (it measured
     faster to ~2.8 MB), the plain two-shot to 64 MiB, the lossless packing above (1.04-1.15x NCCL from
     128 MB; NCCL would also cost `auto` a copy), codecs from 2 MiB.
-    8 GPUs (never measured): the one-shot only for small messages, NCCL for very large ones, codecs
-    only where the transfer clearly dominates (from 1 MiB)."""
+    Other world sizes (3, 5-8; never measured): the one-shot only for small messages, NCCL for very
+    large ones, codecs only where the transfer clearly dominates (from 1 MiB)."""
     codecs = [c for c in DEFAULT_CODEC_ERROR_ORDER if c not in PASSTHROUGH]
     with_codecs = {c: ["two_shot", c] for c in codecs}
     if world_size == 2:

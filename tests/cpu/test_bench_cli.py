@@ -271,6 +271,11 @@ def test_tune_rows_to_measurements():
     copied = [dict(r, method="nccl_copy") for r in rows if r["method"] == "nccl"]
     measurements, _ = tune.measurements_from_rows(copied, tune.candidates(["int4"]))
     assert [(m["algo"], m["codec"]) for m in measurements] == [("nccl", "bf16")] * 2
+    codecs = {"all_reduce": ["int4"], **{c: ["int4"] for c in tune.SEGMENT_COLLECTIVES}}
+    _, notes = tune.all_measurements(rows, codecs)  # NCCL in place only: said, not silently dropped
+    assert any("no nccl_copy rows" in n for n in notes)
+    _, notes = tune.all_measurements(rows + copied, codecs)
+    assert not any("nccl_copy" in n for n in notes)
     lines = tune.describe({"codec_error_order": ["fp16", "int8", "int4"], "dtypes": {"bf16": [
         {"max_bytes": 1048575, "lossless": "one_shot", "lossy": {}},
         {"max_bytes": None, "lossless": "two_shot", "lossy": {"int4": ["two_shot", "int4"]}}]}})

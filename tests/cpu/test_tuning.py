@@ -61,8 +61,8 @@ def test_builtin_h200_w2_is_the_measured_table():
 
 def test_builtin_h200_w4_is_the_measured_table():
     # `quickreduce tune --gpus 4` on 4x H200 (bench/results/h200-x4-tune.csv, session 20): the one-shot to
-    # ~2.8 MB, the plain two-shot to ~90 MB, the lossless packing above; NCCL (timed after the copy
-    # `auto` makes for it) nowhere.
+    # ~2.8 MB, the plain two-shot to ~90 MB, the lossless packing above; NCCL nowhere (that CSV predates
+    # `nccl_copy`, NCCL's candidate since, so NCCL was none there).
     table = load_table("NVIDIA H200", 4, driver="test")
     assert table.source.startswith("built-in") and table.world_size == 4 and table.measured
     assert choose(table, 8 << 10, "bf16") == ("one_shot", "bf16")
@@ -259,6 +259,13 @@ def test_tune_from_csv_rebuilds_the_shipped_table(tmp_path):
     shipped = json.loads((root / "python/quickreduce/tuned/h200-w2.json").read_text())
     assert rebuilt["dtypes"] == shipped["dtypes"] and rebuilt["world_size"] == 2
     assert rebuilt["codec_errors"] == pytest.approx(shipped["codec_errors"])
+    # and the 4-GPU one, segment collectives included
+    assert tune.main(["--from-csv", str(root / "bench/results/h200-x4-tune.csv"), "--out", str(out),
+                      "--no-cache"]) == 0
+    rebuilt = json.loads(out.read_text())
+    shipped = json.loads((root / "python/quickreduce/tuned/h200-w4.json").read_text())
+    assert (rebuilt["dtypes"], rebuilt["collectives"]) == (shipped["dtypes"], shipped["collectives"])
+    assert rebuilt["world_size"] == 4
 
 
 def test_tune_from_csv_refuses_mixed_world_sizes(tmp_path, capsys):

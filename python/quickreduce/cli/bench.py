@@ -93,8 +93,8 @@ def build_parser(prog: str = "quickreduce bench") -> argparse.ArgumentParser:
                    help="time each replay from the host barrier alone, without first lining the GPUs up")
     p.add_argument("--gap", action="store_true",
                    help="a one-element kernel between every two calls, as a model has compute between its "
-                        "collectives (its time alone is subtracted); NCCL back to back is 3-5 us slower a "
-                        "call below 512 KB than with a kernel between")
+                        "collectives (its time alone is subtracted); NCCL back to back is 4-7 us slower a "
+                        "call below 1 MB than with a kernel between")
     p.add_argument("--shared-gpu", action="store_true",
                    help="run every rank on GPU 0 over gloo (QUICKREDUCE_ALLOW_SHARED_GPU=1): checks "
                         "results on one GPU; NCCL, symm_mem and FlashInfer rows are not run and the "

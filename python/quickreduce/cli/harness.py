@@ -87,8 +87,8 @@ class SweepConfig:
     shared_gpu: bool = False  # every rank on GPU 0 over gloo: results checked, timings meaningless
     hidden: int = 4096  # the epilogue's row length: its tensors are [size / row bytes, hidden]
     # A one-element kernel between every two calls, as a model has compute between its collectives
-    # (NCCL back to back costs it 3-5 us a call below 512 KB; bench/NOTES.md session 20); the time of
-    # that kernel alone, in a graph of the same length, is subtracted.
+    # (NCCL back to back costs it 4-7 us a call below 1 MB; bench/NOTES.md session 20); the time of
+    # that kernel alone, in a graph of the same length timed just before, is subtracted.
     gap: bool = False
 
     def plan(self) -> dict[str, list[str]]:
@@ -258,6 +258,10 @@ def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tens
     def output(i: int) -> torch.Tensor | None:
         return None if outputs is None else outputs[i % buffers]
 
+    # --gap: the kernel's time alone, first, while every rank is sure to get here (it runs collectives)
+    gap = _gap_kernel(ctx) if config.gap else None
+    gap_us = _gap_alone_us(ctx, gap, calls, config) if gap is not None else 0.0
+
     # Correctness: one eager call on the known input.
     inputs[0].copy_(check_input)
     result = method.run(inputs[0], output(0))
@@ -275,7 +279,6 @@ def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tens
 
     refill()
     _barrier(ctx)
-    gap = _gap_kernel(ctx) if config.gap else None
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         for i in range(calls):
@@ -288,30 +291,34 @@ def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tens
                               config.align_start and not ctx.shared_gpu)
     method.raise_async_errors()
     del graph
-    if gap is not None:
-        per_call_us -= _gap_alone_us(ctx, gap, calls, config)
+    if gap is not None:  # the same on every rank (both times are the slowest rank's), so raising is too
+        if per_call_us <= gap_us:
+            raise RuntimeError(f"--gap: a call took {per_call_us:.2f} us with the gap kernel, which alone "
+                               f"took {gap_us:.2f}: nothing left to report")
+        per_call_us -= gap_us
     return {"time_us": per_call_us, "rel_err": rel_err, "identical": identical,
             "calls": calls, "buffers": buffers}
 
 
 def _gap_kernel(ctx: RunContext) -> Callable[[], None]:
     """bench --gap: the kernel put between two calls (a one-element add)."""
-    flag = ctx.shared.setdefault("gap_flag", torch.zeros(1, device=ctx.device))
+    if "gap_flag" not in ctx.shared:
+        ctx.shared["gap_flag"] = torch.zeros(1, device=ctx.device)
+    flag = ctx.shared["gap_flag"]
     return lambda: flag.add_(1)
 
 
 def _gap_alone_us(ctx: RunContext, gap: Callable[[], None], calls: int, config: SweepConfig) -> float:
-    """Per-call time of the gap kernel alone, in a graph of `calls` of them (cached per length)."""
-    cache = ctx.shared.setdefault("gap_alone_us", {})
-    if calls not in cache:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            for _ in range(calls):
-                gap()
-        cache[calls] = _time_graph(ctx, graph, calls, config.warmup, config.replays, None,
-                                   config.align_start and not ctx.shared_gpu)
-        del graph
-    return cache[calls]
+    """Per-call time of the gap kernel alone, in a graph of `calls` of them (timed each time: it is
+    cheap, and a cached value would carry the warm-up pass's unsettled clocks)."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        for _ in range(calls):
+            gap()
+    gap_us = _time_graph(ctx, graph, calls, config.warmup, config.replays, None,
+                         config.align_start and not ctx.shared_gpu)
+    del graph
+    return gap_us
 
 
 def _time_graph(ctx: RunContext, graph, calls: int, warmup: int, replays: int,

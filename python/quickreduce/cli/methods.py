@@ -124,7 +124,8 @@ class NcclMethod(Method):
 class NcclCopyMethod(Method):
     """NCCL as quickreduce's `algo="auto"` runs it for an out-of-place call (`y = comm.all_reduce(x)`):
     the input copied into the output, then `dist.all_reduce` in place there (torch has no out-of-place
-    all-reduce). `quickreduce tune` times NCCL this way, since that copy is what choosing NCCL costs."""
+    all-reduce). `quickreduce tune` times NCCL this way: that copy is what choosing NCCL costs an
+    out-of-place call (an in-place one, as the torch.distributed backend makes, skips it)."""
 
     name = "nccl_copy"
 

@@ -8,8 +8,9 @@ from on this machine, and write the table they imply to the user cache, where
     quickreduce tune --from-csv tune.csv --out table.json   # rebuild a table, no GPU needed
     quickreduce tune --from-csv all-reduce-bf16.csv,family-bf16.csv,family-fp32.csv --out table.json
 
-The all-reduce's candidates: NCCL, quickreduce one-shot and two-shot, the two-shot with the lossless
-packing and with each codec. --collectives adds each segment collective's (reduce-scatter,
+The all-reduce's candidates: NCCL as `auto` runs it for an out-of-place call (a copy, then NCCL in place:
+the bench row `nccl_copy`; NCCL in place is timed beside it for the CSV's speedup column only),
+quickreduce one-shot and two-shot, the two-shot with the lossless packing and with each codec. --collectives adds each segment collective's (reduce-scatter,
 all-gather, all-to-all), for the table's per-collective section that their `codec="auto:<codec>"`
 reads: quickreduce's passthrough and each codec, the rotated ones included (no NCCL: the collectives
 have no NCCL fallback; no qr_lossless: it runs as the passthrough there). Both are timed by bench's
@@ -39,8 +40,9 @@ SEGMENT_DTYPES = ("bf16", "fp16", "fp32")
 
 def candidates(codecs: list[str]) -> dict[str, tuple[str, str | None]]:
     """All-reduce benchmark method -> (algo, codec); codec None means passthrough. NCCL is timed as
-    `auto` runs it out of place, after a copy (`nccl_copy`): timed in place it won 24-95 MB on 4x H200,
-    where `auto` then measured 5-6% slower than our two-shot (bench/NOTES.md session 20)."""
+    `auto` runs it for an out-of-place call, after a copy (`nccl_copy`): timed in place it won 24-95 MB
+    on 4x H200, where `auto` out of place then measured 5-6% slower than our two-shot (bench/NOTES.md
+    session 20). In-place calls (the torch.distributed backend) skip that copy."""
     table: dict[str, tuple[str, str | None]] = {
         "nccl_copy": ("nccl", None), "qr_one_shot": ("one_shot", None), "qr_two_shot": ("two_shot", None),
         "qr_lossless": ("two_shot", "lossless")}
@@ -102,6 +104,10 @@ def all_measurements(rows: list[dict[str, Any]], codecs: dict[str, list[str]]
     """Every collective's measurements in `rows`: the all-reduce's and each segment collective's
     (`codecs`: the codecs each considers, as `tune_codecs` gives them)."""
     measurements, warnings = measurements_from_rows(rows, candidates(codecs["all_reduce"]))
+    reduce_methods = {r["method"] for r in rows if (r.get("collective") or "all_reduce") == "all_reduce"}
+    if "nccl" in reduce_methods and "nccl_copy" not in reduce_methods:
+        warnings.append("no nccl_copy rows (NCCL timed in place only, as before session 20): "
+                        "NCCL is no all-reduce candidate in this table")
     for collective in SEGMENT_COLLECTIVES:
         more, notes = measurements_from_rows(rows, collective_candidates(codecs[collective]), collective)
         measurements += more
