@@ -455,6 +455,61 @@ def test_sweep_on_cpu_ranks(tmp_path):
     assert not any(math.isnan(r["time_us"]) for r in result["rows"])
 
 
+def _sweep_with_gap_time(gap_us, rank, world_size, config):
+    """_sweep_on_cpu with --gap's kernel-alone time fixed at `gap_us` (its graph still runs, with its
+    collectives: a fake graph's time would say nothing), plus `late_fail`, whose asynchronous errors
+    surface on rank 1 only, after its timed replays (as a peer timeout would)."""
+    import torch.distributed as dist
+
+    from quickreduce.cli import harness, methods, peers
+
+    class LateFail(methods.Method):
+        name = "late_fail"
+
+        def run(self, inp, out):
+            out.copy_(inp)
+            dist.all_reduce(out, group=self.ctx.group)
+            return out
+
+        def raise_async_errors(self):
+            self.checks = getattr(self, "checks", 0) + 1
+            if rank == 1 and self.checks == 2:  # the first check follows the eager call, the second the timing
+                raise RuntimeError("peer timeout on rank 1")
+
+    peers.PEER_METHODS.update(late_fail=LateFail)
+    measure = harness._gap_alone_us
+    harness._gap_alone_us = lambda *args: (measure(*args), gap_us)[1]
+    return _sweep_on_cpu(rank, world_size, config)
+
+
+def _sweep_with_no_gap_time(rank, world_size, config):
+    return _sweep_with_gap_time(0.0, rank, world_size, config)
+
+
+def _sweep_with_a_long_gap_time(rank, world_size, config):
+    return _sweep_with_gap_time(1e9, rank, world_size, config)
+
+
+def test_gap_sweep_on_cpu_ranks():
+    """bench --gap: the gap kernel's time alone is taken before a method's calls, so a method that fails
+    on one rank after its timing ends in a note, not in the ranks waiting in different collectives; a
+    call no slower than the gap kernel alone is refused, never reported as a time <= 0."""
+    from quickreduce.cli import launch
+    from quickreduce.cli.harness import SweepConfig
+
+    config = SweepConfig(methods=["late_fail", "nccl", "scaled"], sizes=[8 * K, 64 * K], dtypes=["bf16"],
+                         iters=(4, 3, 2), replays=3, verbose=False, gap=True, warm_up_first_size=False)
+    result = launch.spawn(_sweep_with_no_gap_time, 2, config, backend="gloo", timeout_s=120)
+    notes = "\n".join(result["notes"])
+    assert "late_fail: failed at 8K" in notes and "peer timeout on rank 1" in notes
+    assert {(r["method"], r["size"]) for r in result["rows"]} == {
+        (m, s) for m in ("nccl", "scaled") for s in (8 * K, 64 * K)}
+    assert all(r["time_us"] > 0 for r in result["rows"])
+    result = launch.spawn(_sweep_with_a_long_gap_time, 2, config, backend="gloo", timeout_s=120)
+    notes = "\n".join(result["notes"])
+    assert result["rows"] == [] and "nccl: failed at 8K" in notes and "nothing left to report" in notes
+
+
 def test_sweep_of_every_collective_on_cpu_ranks(tmp_path):
     """NCCL's rows of the segment collectives run over gloo on CPU: the references per collective,
     the identical column (n/a where ranks hold different blocks) and exactness of data movers."""
