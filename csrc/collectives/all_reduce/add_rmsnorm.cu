@@ -89,27 +89,22 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm_kernel(AddRmsNormArgs a)
 
   uint4 held[K];  // the residual, then r (residual_out's bits), then y (out's bits)
   uint4 weights[K];
-  if (kWholeRow && add) {
-    // Loaded while the all-reduce finishes: the residual and weight are none of its outputs (out
-    // and residual_out are only stored after the wait), and its kernels wait for their own
-    // predecessors before they let this one launch, so whatever wrote them has completed.
+  auto load_row = [&] {  // a whole row's residual (or r) and weights
 #pragma unroll
     for (int i = 0; i < K; ++i)
       if (lane_of(0, i) < lanes) {
         held[i] = load16(res + lane_of(0, i) * kLaneValues);
         weights[i] = load16(weight + lane_of(0, i) * kLaneValues);
       }
-  }
+  };
+  // Loaded while the all-reduce finishes: the residual and weight are none of its outputs (out
+  // and residual_out are only stored after the wait), and its kernels wait for their own
+  // predecessors before they let this one launch, so whatever wrote them has completed. Without
+  // `sum`, `residual` is r, the all-reduce's own output: loaded after the wait.
+  if (kWholeRow && add) load_row();
   grid_dependency_wait();  // the all-reduce's output is complete and visible from here on
   grid_dependents_launch();
-  if (kWholeRow && !add) {
-#pragma unroll
-    for (int i = 0; i < K; ++i)
-      if (lane_of(0, i) < lanes) {
-        held[i] = load16(res + lane_of(0, i) * kLaneValues);
-        weights[i] = load16(weight + lane_of(0, i) * kLaneValues);
-      }
-  }
+  if (kWholeRow && !add) load_row();
 
   // Pass 1: r = to_T(sum + residual), stored; each lane's squares summed, then its block's
   // subtree as far as the warp (every load of a chunk issued before its first store).
