@@ -39,9 +39,8 @@ def test_dtype_names():
 
 
 def test_builtin_h200_w2_is_the_measured_table():
-    # `quickreduce tune` on nvidia-h200-x2 (bench/results/h200-x2-tune.csv): the one-shot wins up
-    # to 8 MiB (its limit on 2 GPUs), the two-shot with the lossless packing above (session 8's
-    # table; earlier tables had the plain two-shot up to ~23 MiB);
+    # `quickreduce tune` on nvidia-h200-x2 (results/h200-x2/tune.csv): the one-shot wins up
+    # to 8 MiB (its limit on 2 GPUs), the two-shot with the lossless packing above;
     # codecs pay off from ~8 MiB; int6 serves an
     # fp8 bound (less error and faster); int4 and fp4 run within 1% of each other and their errors
     # within the table's tolerance, so an int4 or fp4 bound gets whichever the run measured faster.
@@ -60,7 +59,7 @@ def test_builtin_h200_w2_is_the_measured_table():
 
 
 def test_builtin_h200_w4_is_the_measured_table():
-    # `quickreduce tune --gpus 4` on 4x H200 (bench/results/h200-x4-tune.csv, session 20): the one-shot to
+    # `quickreduce tune --gpus 4` on 4x H200 (results/h200-x4/tune.csv): the one-shot to
     # ~2.8 MB, the plain two-shot to ~90 MB, the lossless packing above; NCCL nowhere (that CSV predates
     # `nccl_copy`, NCCL's candidate since, so NCCL was none there).
     table = load_table("NVIDIA H200", 4, driver="test")
@@ -253,14 +252,14 @@ def test_tune_from_csv_rebuilds_the_shipped_table(tmp_path):
 
     root = Path(__file__).resolve().parents[2]
     out = tmp_path / "rebuilt.json"
-    assert tune.main(["--from-csv", str(root / "bench/results/h200-x2-tune.csv"), "--out", str(out),
+    assert tune.main(["--from-csv", str(root / "results/h200-x2/tune.csv"), "--out", str(out),
                       "--no-cache"]) == 0
     rebuilt = json.loads(out.read_text())
     shipped = json.loads((root / "python/quickreduce/tuned/h200-w2.json").read_text())
     assert rebuilt["dtypes"] == shipped["dtypes"] and rebuilt["world_size"] == 2
     assert rebuilt["codec_errors"] == pytest.approx(shipped["codec_errors"])
     # and the 4-GPU one, segment collectives included
-    assert tune.main(["--from-csv", str(root / "bench/results/h200-x4-tune.csv"), "--out", str(out),
+    assert tune.main(["--from-csv", str(root / "results/h200-x4/tune.csv"), "--out", str(out),
                       "--no-cache"]) == 0
     rebuilt = json.loads(out.read_text())
     shipped = json.loads((root / "python/quickreduce/tuned/h200-w4.json").read_text())
