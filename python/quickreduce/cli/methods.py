@@ -174,6 +174,80 @@ class NcclAllToAllMethod(Method):
         return out
 
 
+# --------------------------------------------------------------------------- NCCL symmetric memory
+
+class NcclSymmetricMethod(Method):
+    """NCCL's symmetric-memory kernels (NCCL 2.27+): the same `dist` call as the `nccl` row, on
+    buffers from a `torch.cuda.MemPool` of the group's NCCL allocator registered as a window
+    (`register_mem_pool(pool, symm=True)`). NCCL then runs its window path, which reaches peer memory
+    directly (faster than its plain kernels below a few MB). NVLink multicast follows the caller's
+    NCCL_NVLS_ENABLE. Inputs and outputs are row views of two registered buffers shared by the
+    collectives of one run."""
+
+    name = "nccl_symm"
+
+    def __init__(self, collective: str = "all_reduce"):
+        self.collective = collective
+        self.inplace = collective == "all_reduce"
+
+    def setup(self, ctx):
+        super().setup(ctx)
+        self.inputs, self.outputs = _nccl_symmetric_buffers(ctx)
+
+    def alloc_inputs(self, rows, numel):
+        return _rows_of(self.inputs, rows, numel)
+
+    def alloc_outputs(self, rows, numel):
+        return _rows_of(self.outputs, rows, numel)
+
+    def run(self, inp, out):
+        group = self.ctx.group
+        if self.collective == "all_reduce":
+            dist.all_reduce(inp, group=group)
+            return inp
+        if self.collective == "reduce_scatter":
+            _REDUCE_SCATTER(out, inp, group=group)
+        elif self.collective == "all_gather":
+            _ALL_GATHER(out, inp, group=group)
+        else:
+            dist.all_to_all_single(out, inp, group=group)
+        return out
+
+
+def _rows_of(buffer: torch.Tensor, rows: int, numel: int) -> torch.Tensor:
+    if rows * numel > buffer.numel():
+        raise RuntimeError(f"registered buffer too small: {rows} x {numel} > {buffer.numel()}")
+    return buffer[: rows * numel].view(rows, numel)
+
+
+def _nccl_symmetric_buffers(ctx: RunContext) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, outputs): two buffers of `symm_pool_elems` values in one NCCL-registered window pool
+    (registration is collective: every rank makes the same allocations, then registers)."""
+    buffers = ctx.shared.get("nccl_symm_buffers")
+    if buffers is not None:
+        return buffers
+    if ctx.shared_gpu:
+        raise SkipMethod("NCCL needs one GPU per rank")
+    try:
+        backend = ctx.group._get_backend(torch.device("cuda"))
+        allocator = backend.mem_allocator
+        register = backend.register_mem_pool
+    except (AttributeError, RuntimeError) as exc:
+        raise SkipMethod(f"torch {torch.__version__}'s NCCL backend has no memory-pool "
+                         f"registration ({type(exc).__name__}: {exc})") from exc
+    pool = torch.cuda.MemPool(allocator)
+    with torch.cuda.use_mem_pool(pool):
+        inputs = torch.empty(ctx.symm_pool_elems, dtype=ctx.dtype, device=ctx.device)
+        outputs = torch.empty(ctx.symm_pool_elems, dtype=ctx.dtype, device=ctx.device)
+    try:
+        register(pool, symm=True)
+    except TypeError as exc:  # torch without symmetric registration
+        raise SkipMethod(f"torch {torch.__version__}: register_mem_pool has no symm ({exc})") from exc
+    ctx.shared["nccl_symm_pool"] = (backend, pool)
+    ctx.shared["nccl_symm_buffers"] = (inputs, outputs)
+    return inputs, outputs
+
+
 # --------------------------------------------------------------------------- torch symm_mem
 
 class SymmMemMethod(Method):
@@ -409,6 +483,12 @@ def close_shared(ctx: RunContext) -> None:
     if comm is not None:
         comm.close()
     ctx.shared.pop("symm_pool", None)
+    ctx.shared.pop("nccl_symm_buffers", None)
+    registered = ctx.shared.pop("nccl_symm_pool", None)
+    if registered is not None:
+        backend, pool = registered
+        torch.cuda.synchronize()
+        backend.deregister_mem_pool(pool)
     ctx.shared.pop("epilogue_operands", None)  # epilogue.operands' residual and weight
 
 
@@ -425,6 +505,7 @@ EXCHANGE_SYMM_MEM: dict[str, Callable[[], Method]] = {
 def _exchange_methods(collective: str) -> dict[str, Callable[[], Method]]:
     methods: dict[str, Callable[[], Method]] = {
         "nccl": EXCHANGE_NCCL[collective],
+        "nccl_symm": lambda: NcclSymmetricMethod(collective),
         "symm_mem": EXCHANGE_SYMM_MEM[collective],
         "qr_passthrough": lambda: QuickReduceExchangeMethod("qr_passthrough", collective, None),
     }
@@ -438,6 +519,7 @@ def _own_methods() -> dict[str, Callable[[], Method]]:
     methods: dict[str, Callable[[], Method]] = {
         "nccl": NcclMethod,
         "nccl_copy": NcclCopyMethod,
+        "nccl_symm": NcclSymmetricMethod,
         "symm_mem_one_shot": lambda: SymmMemMethod("symm_mem_one_shot", "one_shot"),
         "symm_mem_two_shot": lambda: SymmMemMethod("symm_mem_two_shot", "two_shot"),
         "qr_one_shot": lambda: QuickReduceMethod("qr_one_shot", "one_shot", None),

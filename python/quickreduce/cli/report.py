@@ -59,7 +59,7 @@ UNFUSED_CODECS = ("passthrough", "lossless", "int4")
 
 # Display order and lossy flag of every method `quickreduce bench` knows.
 METHOD_LOSSY = {
-    "nccl": False, "nccl_copy": False, "symm_mem_one_shot": False, "symm_mem_two_shot": False, "vllm_custom": False,
+    "nccl": False, "nccl_copy": False, "nccl_symm": False, "symm_mem_one_shot": False, "symm_mem_two_shot": False, "vllm_custom": False,
     "trtllm_one_shot": False, "trtllm_one_shot_pdl": False, "trtllm_two_shot": False,
     "qr_one_shot": False, "qr_two_shot": False, "qr_lossless": False, "qr_auto": False,
     "flashinfer_fp8": True, "qr_int8": True, "qr_fp8": True, "qr_int6": True, "qr_int4": True,
@@ -67,7 +67,7 @@ METHOD_LOSSY = {
 }
 # The same for the segment collectives (reduce-scatter, all-gather, all-to-all): NCCL, torch symmetric
 # memory's op where it has one, quickreduce passthrough (the benchmark's dtype, exact) and per codec.
-EXCHANGE_METHOD_LOSSY = {"nccl": False, "symm_mem": False, "qr_passthrough": False,
+EXCHANGE_METHOD_LOSSY = {"nccl": False, "nccl_symm": False, "symm_mem": False, "qr_passthrough": False,
                          "qr_lossless": False,
                          **{f"qr_{codec}": True for codec in QR_CODECS + QR_ROTATED_CODECS},
                          "qr_auto_int4": True}  # what auto:int4 picks from the tuned table
@@ -463,7 +463,7 @@ def _parse_cell(key: str, text: str | None) -> Any:
 # qr_fused_<codec> / qr_unfused_<codec> rows take qr_<codec>'s colour, the unfused ones dotted.
 QR_BEST_COLOR = "#1f77b4"
 _COLORS = {
-    "nccl": "black", "nccl_copy": "#555555", "symm_mem_one_shot": "#7f7f7f", "symm_mem_two_shot": "#b0b0b0",
+    "nccl": "black", "nccl_copy": "#555555", "nccl_symm": "#333333", "symm_mem_one_shot": "#7f7f7f", "symm_mem_two_shot": "#b0b0b0",
     "vllm_custom": "#8c564b", "trtllm_one_shot": "#d62728", "trtllm_one_shot_pdl": "#ff7f0e",
     "trtllm_two_shot": "#e377c2", "flashinfer_fp8": "#a6a31a",
     "qr_one_shot": "#6baed6", "qr_two_shot": "#9ecae1", "qr_lossless": "#3182bd", "qr_auto": QR_BEST_COLOR,
