@@ -16,6 +16,7 @@ import torch
 # name -> what it is; the order is the table's.
 PROVIDERS: dict[str, str] = {
     "nccl": "torch.distributed.all_reduce (NCCL)",
+    "nccl_symm": "NCCL's symmetric-memory kernels (input staged in a registered window)",
     "symm_mem_one_shot": "torch symmetric memory, one-shot",
     "symm_mem_two_shot": "torch symmetric memory, two-shot (in place)",
     "trtllm_one_shot": "FlashInfer's TensorRT-LLM all-reduce, one-shot",
@@ -36,12 +37,12 @@ PROVIDERS: dict[str, str] = {
     "qr_auto_int4": "quickreduce, fastest method at most as lossy as int4",
     "trtllm_one_shot_pdl": "FlashInfer's TensorRT-LLM one-shot with PDL",
 }
-DEFAULT_PROVIDERS = list(PROVIDERS)[:12]
+DEFAULT_PROVIDERS = list(PROVIDERS)[:13]
 # quickreduce providers whose result is to_T(fp32 sum in rank order): their tokens are checked
 # against a reference reduction. NCCL and the peers are exact too but sum in their own order.
 EXACT_QR_PROVIDERS = ("qr_lossless", "qr_auto", "qr_one_shot", "qr_two_shot")
-# Adapters whose input must live in their own (symmetric) buffer: the partial is copied there.
-_STAGED = ("symm_mem_one_shot", "symm_mem_two_shot")
+# Adapters whose input must live in their own (symmetric or registered) buffer: the partial is copied there.
+_STAGED = ("nccl_symm", "symm_mem_one_shot", "symm_mem_two_shot")
 # quickreduce providers the bench has no row for: (algo, codec).
 _EXTRA_QR = {"qr_auto_int6": ("auto", "auto:int6"), "qr_int6h": ("two_shot", "int6h"),
              "qr_int4h": ("two_shot", "int4h")}
