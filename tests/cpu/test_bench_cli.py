@@ -672,14 +672,12 @@ def test_csv_collective_column_and_old_readers(tmp_path):
     assert tune.measurements_from_rows(others, tune.candidates(["int4"])) == ([], [])
 
 
-def test_readme_table_reads_the_all_reduce_csv():
-    """scripts/readme_table.py keys times by (size, method): an all-reduce CSV (bench's default
+def test_published_bench_csv_reads_as_all_reduce_rows():
+    """scripts/make_tables.py keys times by (size, method): an all-reduce CSV (bench's default
     output, collective column or not) still gives it one value per cell."""
     import csv as csv_module
 
-    path = report.Path(__file__).resolve().parents[2] / "bench" / "results" / "h200-x2.csv"
-    if not path.exists():
-        pytest.skip("no bench/results/h200-x2.csv")
+    path = report.Path(__file__).resolve().parents[2] / "results" / "h200-x2" / "bench.csv"
     rows = read_csv(path)
     assert rows and {r["collective"] for r in rows} == {"all_reduce"}
     keys = [(r["size"], r["method"]) for r in rows]

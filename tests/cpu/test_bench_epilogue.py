@@ -261,7 +261,7 @@ def test_epilogue_rows_in_csv_tables_and_plot(tmp_path):
     assert report.plot(only_qr, tmp_path / "q.png", note=bench.SHARED_GPU_BANNER).stat().st_size > 20_000
 
 
-def test_tune_and_readme_table_ignore_the_epilogue(tmp_path):
+def test_tune_and_published_tables_ignore_the_epilogue(tmp_path):
     rows = _rows()
     plain = [r for r in rows if r["collective"] == "all_reduce"]
     candidates = tune.candidates(["int4"])
@@ -271,16 +271,17 @@ def test_tune_and_readme_table_ignore_the_epilogue(tmp_path):
     both = write_csv(rows, tmp_path / "both.csv")
     assert tune.result_from_csv(str(both))["rows"]  # `tune --from-csv` reads such a CSV
 
-    spec = importlib.util.spec_from_file_location("readme_table", ROOT / "scripts" / "readme_table.py")
-    readme_table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(readme_table)
+    spec = importlib.util.spec_from_file_location("make_tables", ROOT / "scripts" / "make_tables.py")
+    make_tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_tables)
     tables = {}
     for name, subset in (("plain", plain), ("both", rows)):
         root = tmp_path / name
         root.mkdir()
-        (root / "README.md").write_text("intro\n| bytes | nccl |\n|---:|---:|\n| 8K | 1 |\nend\n")
-        readme_table.ROOT = root
-        assert readme_table.main(str(write_csv(subset, root / "r.csv"))) == 0
+        write_csv(subset, root / "r.csv")
+        (root / "README.md").write_text("intro\n<!-- table: all-reduce r.csv -->\n| 8K | 1 |\n<!-- end table -->\n"
+                                        "<!-- table: summary r.csv sizes=8K,64M -->\n<!-- end table -->\nend\n")
+        assert make_tables.main([], root=root) == 0
         tables[name] = (root / "README.md").read_text()
     assert tables["both"] == tables["plain"] and "| 64M |" in tables["plain"]
 

@@ -1,0 +1,280 @@
+"""Writes every published results table (README.md and docs/*.md) from its CSV under results/.
+
+A generated table sits between two markers in the markdown:
+
+    <!-- table: KIND CSV [key=value ...] -->
+    | ... |
+    <!-- end table -->
+
+and this script replaces what lies between them with the table made from CSV (a path from the
+repository root). Kinds:
+
+    summary   all-reduce, a few sizes: NCCL, the fastest exact peer, quickreduce's fastest exact
+              method, qr_auto and the codecs (a `quickreduce bench` CSV)
+    all-reduce  every all-reduce method at every size (a `quickreduce bench` CSV); methods=a,b,...
+    family    one segment collective (collective=reduce_scatter|all_gather|all_to_all), every method
+    epilogue  all_reduce_add_rmsnorm against the two-kernel forms and peers (hidden=N for tokens)
+    e2e       `quickreduce e2e` speed: ms per prefill / decode step per provider
+    accuracy  `quickreduce accuracy --csv`: relative L2 error, measured (predicted), per data/dtype/W
+    fidelity  `quickreduce e2e --fidelity --csv`: perplexity and agreement per W and reduction
+
+    python3 scripts/make_tables.py           # rewrite the tables in place
+    python3 scripts/make_tables.py --check   # exit 1 and name each table that differs from its CSV
+
+Only the standard library: it runs without quickreduce built (tests/cpu/test_published_tables.py).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+START = re.compile(r"^<!-- table: (.+?) -->\s*$")
+END = "<!-- end table -->"
+
+SUMMARY_SIZES = ["8K", "128K", "1M", "4M", "16M", "64M", "256M", "1G"]
+CODECS = ["qr_int8", "qr_fp8", "qr_int6", "qr_int6h", "qr_int4", "qr_int4h", "qr_fp4"]
+EXACT = {"qr_one_shot": "one-shot", "qr_two_shot": "two-shot", "qr_lossless": "lossless"}
+PEER_NAMES = {"trtllm_one_shot_pdl": "TRT-LLM PDL", "trtllm_one_shot": "TRT-LLM", "trtllm_two_shot": "TRT-LLM 2-shot",
+              "vllm_custom": "vLLM", "symm_mem_two_shot": "symm_mem 2-shot", "symm_mem_one_shot": "symm_mem 1-shot",
+              "symm_mem": "symm_mem", "nccl": "NCCL"}
+ALL_REDUCE_ORDER = ["nccl", "symm_mem_one_shot", "symm_mem_two_shot", "vllm_custom", "trtllm_one_shot",
+                    "trtllm_one_shot_pdl", "trtllm_two_shot", "qr_one_shot", "qr_two_shot", "qr_lossless", "qr_auto",
+                    "flashinfer_fp8"] + CODECS + ["qr_auto_int4"]
+NOT_A_PEER = {"nccl_copy", "flashinfer_fp8"}  # NCCL after a copy is auto's route, not a peer; FlashInfer's fp8 is lossy
+DATASETS = ["gaussian", "student_t", "llm"]
+ACCURACY_CODECS = ["passthrough", "fp8", "int8", "int6", "int6h", "int4", "int4h", "fp4"]
+EXACT_NAMES = {"bf16", "fp16", "fp32", "passthrough"}
+
+
+# --------------------------------------------------------------------------- reading
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def parse_size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def human_size(n: int) -> str:
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def times(rows: list[dict[str, str]], collective: str) -> dict[tuple[int, str], float]:
+    """(size, method) -> us per call, for one collective's rows that have a time (a failed method has none)."""
+    out = {}
+    for r in rows:
+        if (r.get("collective") or "all_reduce") == collective and r.get("time_us"):
+            out[(int(r["size_bytes"]), r["method"])] = float(r["time_us"])
+    return out
+
+
+def lossy_methods(rows: list[dict[str, str]]) -> set[str]:
+    return {r["method"] for r in rows if r.get("lossy") == "yes"}
+
+
+def cell(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return f"{t:.0f}" if t >= 1000 else f"{t:.1f}" if t >= 10 else f"{t:.2f}"
+
+
+def ordered(methods: set[str], order: list[str]) -> list[str]:
+    return [m for m in order if m in methods] + sorted(methods - set(order))
+
+
+def markdown(header: list[str], rows: list[list[str]], align: str = "---:") -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align for _ in header) + "|"]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+# --------------------------------------------------------------------------- kinds
+
+def summary_table(rows, sizes: str = ",".join(SUMMARY_SIZES)) -> list[str]:
+    """A row a size: NCCL, the fastest exact peer, our fastest exact method, `auto`, the codecs."""
+    t = times(rows, "all_reduce")
+    lossy = lossy_methods(rows)
+    codecs = [c for c in CODECS if any(m == c for _, m in t)]
+    header = ["size", "NCCL", "best exact peer", "qr best exact", "qr_auto"] + codecs
+    body = []
+    for size in (parse_size(s) for s in sizes.split(",")):
+        row = {m: v for (s, m), v in t.items() if s == size}
+        if not row:
+            continue
+        peers = {m: v for m, v in row.items() if not m.startswith("qr_") and m not in NOT_A_PEER and m not in lossy}
+        peer = min(peers, key=peers.get) if peers else None
+        ours = [m for m in EXACT if m in row]
+        best = min(ours, key=row.get) if ours else None
+        body.append([human_size(size), cell(row.get("nccl")),
+                     f"{cell(row[peer])} ({PEER_NAMES.get(peer, peer)})" if peer else "-",
+                     f"{cell(row[best])} ({EXACT[best]})" if best else "-",
+                     cell(row.get("qr_auto"))] + [cell(row.get(c)) for c in codecs])
+    return markdown(header, body)
+
+
+def all_reduce_table(rows, methods: str | None = None) -> list[str]:
+    t = times(rows, "all_reduce")
+    present = {m for _, m in t}
+    columns = [m for m in methods.split(",") if m in present] if methods else ordered(present, ALL_REDUCE_ORDER)
+    sizes = sorted({s for s, _ in t})
+    return markdown(["size"] + columns, [[human_size(s)] + [cell(t.get((s, m))) for m in columns] for s in sizes])
+
+
+def family_table(rows, collective: str) -> list[str]:
+    t = times(rows, collective)
+    order = ["nccl", "symm_mem", "qr_passthrough", "qr_lossless"] + CODECS
+    columns = ordered({m for _, m in t}, order)
+    sizes = sorted({s for s, _ in t})
+    return markdown(["size"] + columns, [[human_size(s)] + [cell(t.get((s, m))) for m in columns] for s in sizes])
+
+
+def epilogue_table(rows, hidden: str | None = None) -> list[str]:
+    """The fused call and its two-kernel forms per size; the plain all-reduce's `qr_auto` beside them."""
+    t = times(rows, "all_reduce_add_rmsnorm")
+    plain = times(rows, "all_reduce")
+    order = ["nccl_unfused", "trtllm_fused", "qr_unfused_passthrough", "qr_fused_passthrough", "qr_unfused_lossless",
+             "qr_fused_lossless"] + [f"qr_fused_{c[3:]}" for c in CODECS] + ["qr_unfused_int4"]
+    columns = ordered({m for _, m in t}, order)
+    sizes = sorted({s for s, _ in t})
+    header = ["size"] + (["tokens"] if hidden else []) + ["all-reduce alone (qr_auto)"] + columns
+    body = []
+    for s in sizes:
+        tokens = [str(s // (2 * int(hidden)))] if hidden else []
+        body.append([human_size(s)] + tokens + [cell(plain.get((s, "qr_auto")))] + [cell(t.get((s, m))) for m in columns])
+    return markdown(header, body)
+
+
+def e2e_table(rows) -> list[str]:
+    """ms per prefill (tokens) or decode step (batch) per provider; the all-reduce's share in brackets."""
+    providers = list(dict.fromkeys(r["provider"] for r in rows))
+    keys = list(dict.fromkeys((r["phase"], int(r["size"])) for r in rows))
+    keys.sort(key=lambda k: (k[0] != "prefill", k[1]))
+    by = {(r["phase"], int(r["size"]), r["provider"]): r for r in rows}
+    body = []
+    for phase, size in keys:
+        cells = []
+        for p in providers:
+            r = by.get((phase, size, p))
+            if r is None or not r["time_ms"]:
+                cells.append("-")
+                continue
+            share = f" ({100 * float(r['comm_share']):.1f}%)" if r.get("comm_share") and p != "no_comm" else ""
+            cells.append(f"{float(r['time_ms']):.3f}{share}")
+        body.append([phase, str(size)] + cells)
+    return markdown(["phase", "tokens / batch"] + providers, body)
+
+
+def _sci(value: str) -> str:
+    return f"{float(value):.2e}"
+
+
+def accuracy_table(rows, codecs: str = ",".join(ACCURACY_CODECS)) -> list[str]:
+    """One line per (data, dtype, W); cells 'measured (predicted)' relative L2 error."""
+    names = codecs.split(",")
+    cells = {}
+    for r in rows:
+        codec = "passthrough" if r["codec"] in EXACT_NAMES else r["codec"]
+        cells[(r["data"], r["dtype"], int(r["world_size"]), codec)] = r
+    keys = sorted({k[:3] for k in cells}, key=lambda k: (DATASETS.index(k[0]) if k[0] in DATASETS else 99, k[1], k[2]))
+    body = []
+    for d, dtype, w in keys:
+        vals = []
+        for c in names:
+            r = cells.get((d, dtype, w, c))
+            vals.append(f"{_sci(r['rel_l2'])} ({_sci(r['predicted_rel_l2'])})" if r else "")
+        body.append([d, dtype, str(w)] + vals)
+    return markdown(["data", "dtype", "W"] + names, body, align="---")
+
+
+def fidelity_table(rows) -> list[str]:
+    """The format of quickreduce.e2e.fidelity.format_markdown, from its CSV."""
+    head = ["W", "reduction", "perplexity", "ppl change", "top-1 agree", "KL (nats)", "greedy identical",
+            "tokens before 1st diff", "reduction rel err", "synthetic rel err"]
+    body = []
+
+    def err(v: str) -> str:
+        return "-" if v in ("", None) else "0" if float(v) == 0 else f"{float(v):.2e}"
+
+    for r in rows:
+        w = int(r["world_size"])
+        if w == 1:
+            body.append(["1", f"**{r['reduction']}**", f"{float(r['perplexity']):.4f}"] + [""] * 7)
+            continue
+        name = "**exact** (vs unsharded)" if r["reduction"] == "exact" else r["reduction"]
+        change = float(r["ppl_rel_change"])
+        body.append([str(w), name, f"{float(r['perplexity']):.4f}", "0" if change == 0 else f"{100 * change:+.3f}%",
+                     f"{100 * float(r['top1_agreement']):.2f}%", f"{float(r['kl_mean']):.2e}",
+                     f"{r['greedy_identical']}/{r['prompts']}", f"{100 * float(r['greedy_prefix_share']):.1f}%",
+                     err(r.get("reduction_rel_err")), err(r.get("synthetic_rel_err"))])
+    lines = markdown(head, body)
+    lines[1] = "|---:|---|" + "---:|" * (len(head) - 2)
+    return lines
+
+
+KINDS = {"summary": summary_table, "all-reduce": all_reduce_table, "family": family_table,
+         "epilogue": epilogue_table, "e2e": e2e_table, "accuracy": accuracy_table, "fidelity": fidelity_table}
+
+
+# --------------------------------------------------------------------------- markdown files
+
+def make_table(spec: str, root: Path) -> list[str]:
+    kind, path, *options = spec.split()
+    if kind not in KINDS:
+        raise ValueError(f"unknown table kind {kind!r} (known: {', '.join(KINDS)})")
+    kwargs = dict(option.split("=", 1) for option in options)
+    return KINDS[kind](read_rows(root / path), **kwargs)
+
+
+def render(text: str, root: Path, name: str = "") -> str:
+    """The markdown with every marked table regenerated."""
+    lines = text.split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        match = START.match(lines[i])
+        out.append(lines[i])
+        i += 1
+        if not match:
+            continue
+        end = next((j for j in range(i, len(lines)) if lines[j].strip() == END), None)
+        if end is None:
+            raise ValueError(f"{name}: '{match.group(0)}' has no '{END}'")
+        out += make_table(match.group(1), root)
+        i = end
+    return "\n".join(out)
+
+
+def markdown_files(root: Path) -> list[Path]:
+    return [p for p in [root / "README.md", *sorted((root / "docs").rglob("*.md"))] if p.exists()]
+
+
+def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs from its CSV")
+    args = parser.parse_args(argv)
+    stale = []
+    for path in markdown_files(root):
+        text = path.read_text()
+        new = render(text, root, str(path.relative_to(root)))
+        if new != text:
+            stale.append(str(path.relative_to(root)))
+            if not args.check:
+                path.write_text(new)
+    if args.check and stale:
+        print("tables out of date with their CSVs (run python3 scripts/make_tables.py): " + ", ".join(stale))
+        return 1
+    if not args.check:
+        print("rewrote " + (", ".join(stale) if stale else "nothing (every table is up to date)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

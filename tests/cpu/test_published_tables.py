@@ -1,0 +1,90 @@
+"""The published results: every table in README.md and docs/ is what scripts/make_tables.py makes from
+its CSV under results/ (running the script leaves them unchanged), every file kept under results/ is
+cited by the docs, and the product tree carries no development diary (numbered sessions, calls, runs)."""
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("make_tables", ROOT / "scripts" / "make_tables.py")
+make_tables = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(make_tables)
+
+DOCS = make_tables.markdown_files(ROOT)
+
+
+def markers():
+    for path in DOCS:
+        for line in path.read_text().split("\n"):
+            match = make_tables.START.match(line)
+            if match:
+                yield path, match.group(1)
+
+
+def test_tables_are_generated_from_their_csvs():
+    before = {p: p.read_text() for p in DOCS}
+    assert make_tables.main(["--check"]) == 0, "run python3 scripts/make_tables.py"
+    assert {p: p.read_text() for p in DOCS} == before  # --check writes nothing
+
+
+def test_every_table_reads_a_csv_under_results():
+    specs = list(markers())
+    assert len(specs) >= 3  # at least one results table per machine in the README
+    for path, spec_text in specs:
+        kind, csv_path, *_ = spec_text.split()
+        assert kind in make_tables.KINDS, (path, spec_text)
+        assert csv_path.startswith("results/") and (ROOT / csv_path).is_file(), (path, spec_text)
+
+
+def test_the_readme_has_a_table_and_a_plot_per_machine():
+    readme = (ROOT / "README.md").read_text()
+    machines = sorted(p.name for p in (ROOT / "results").iterdir() if (p / "bench.csv").exists())
+    assert machines
+    for machine in machines:
+        assert f"<!-- table: summary results/{machine}/bench.csv -->" in readme
+        assert f"(results/{machine}/bench.png)" in readme
+    assert len(readme.split("\n")) <= 220
+
+
+def test_results_hold_only_cited_files():
+    cited = "\n".join(p.read_text() for p in DOCS + [ROOT / "results" / "README.md"])
+    for path in (ROOT / "results").rglob("*"):
+        if path.is_file() and path.name != "README.md":
+            assert str(path.relative_to(ROOT)) in cited, f"{path.relative_to(ROOT)} is cited by no doc"
+
+
+def test_a_stale_table_is_found_and_rewritten(tmp_path):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "b.csv").write_text(
+        "size_bytes,method,time_us,lossy,collective\n8192,nccl,12.5,no,all_reduce\n8192,qr_one_shot,2.25,no,all_reduce\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("a\n<!-- table: all-reduce results/b.csv -->\n| old |\n<!-- end table -->\nb\n")
+    assert make_tables.main(["--check"], root=tmp_path) == 1
+    assert make_tables.main([], root=tmp_path) == 0
+    assert "| 8K | 12.5 | 2.25 |" in readme.read_text() and "| old |" not in readme.read_text()
+    assert make_tables.main(["--check"], root=tmp_path) == 0
+    readme.write_text("<!-- table: nosuchkind results/b.csv -->\n<!-- end table -->\n")
+    with pytest.raises(ValueError, match="unknown table kind"):
+        make_tables.main(["--check"], root=tmp_path)
+
+
+# The issue's history check: no numbered sessions, calls or runs in the product tree (lab/ keeps them).
+HISTORY = re.compile(r"\bsessions? [0-9]|\bcalls? [0-9]+\b|\bruns? [0-9]+\b", re.IGNORECASE)
+PRODUCT = ["README.md", "docs", "python", "csrc", "examples", "scripts"]
+
+
+def test_no_development_diary_in_the_product_tree():
+    hits = []
+    for top in PRODUCT:
+        base = ROOT / top
+        files = [base] if base.is_file() else [p for p in base.rglob("*") if p.is_file()]
+        for path in files:
+            if path.suffix in (".so", ".png", ".pyc") or "__pycache__" in path.parts:
+                continue
+            for n, line in enumerate(path.read_text(errors="replace").split("\n"), 1):
+                old_path = top != "python" and ("bench/NOTES" in line or "bench/results" in line)
+                if HISTORY.search(line) or old_path:
+                    hits.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}")
+    assert not hits, "\n".join(hits)
