@@ -9,8 +9,8 @@
 // then sent raw, as the passthrough sends it (the two-shot kernel votes per slice, and a word beside the
 // slice, in the workspace's rs_forms/ag_forms, says which form it took). fp16 has 10 mantissa
 // bits, which do not fit a byte: fp16 slices are always sent raw. Why 5 bits and not 4: with a
-// 15-binade window ~30% of 4096-value slices of Gaussian data hold a value below it (numpy,
-// bench/NOTES.md change 31), with 31 binades almost none do.
+// 15-binade window ~30% of 4096-value slices of Gaussian data hold a value below it (numpy),
+// with 31 binades almost none do.
 //
 // The generic codec interface (encode/decode on floats, used by the CPU twin) is the passthrough's:
 // the 16-bit rounding of the value is this codec's whole effect on a result. The packing itself

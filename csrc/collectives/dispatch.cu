@@ -101,7 +101,7 @@ cudaError_t launch_one_shot_add_rmsnorm(const AllReduceArgs& args, const RowEpil
 // CTAs that fit at once on the whole device for this kernel and CTA size: the two-shot grid never
 // exceeds it, so every CTA a peer waits for is resident. Cached per (kernel, CTA size): the
 // occupancy query is slow, and one cache for all kernels once gave codec kernels the grid of
-// whichever kernel ran first (bench/NOTES.md, end of session 2). Keyed by device too: a process
+// whichever kernel ran first. Keyed by device too: a process
 // may drive GPUs of different kinds.
 int resident_blocks(const void* kernel, int threads) {
   struct Entry {

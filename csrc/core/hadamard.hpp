@@ -3,8 +3,7 @@
 // kernels, the CPU twin and the numpy oracle round alike. Forward r = H (2^-5 s . x), inverse
 // x = s . 2^3 H (2^-3 r): H H = 32 I, and the power-of-two factors are exact. They come before the
 // butterflies so no partial sum exceeds the largest input (|r| <= max|x|): bf16 blocks near
-// FLT_MAX must not overflow to inf in the transform (GPU test codec_edge_values, run 1 of
-// session 13), and the scale absmax/qmax stays inside fp16's range.
+// FLT_MAX must not overflow to inf in the transform (GPU test codec_edge_values), and the scale absmax/qmax stays inside fp16's range.
 // Rotating spreads one outlier over its block, so the other 31 values keep their resolution.
 #pragma once
 #include <cstdint>
@@ -18,7 +17,7 @@ namespace qr {
 // pattern of 8 bits, the same for each of a block's 4 lanes, so 0xB9B9B9B9 over the block as the
 // spec and the oracle write it: on the GPU every sign is then a compile-time constant and folds into
 // the power-of-two multiplies, where a pattern per lane took two integer ops a value each way;
-// quality as the 32-bit 0x9E3779B9 had, bench/NOTES.md session 18).
+// quality as the 32-bit 0x9E3779B9 had, measured with the numpy oracle).
 constexpr uint32_t kRotationLaneSigns = 0xB9u;
 constexpr float kRotateScale = 0.03125f;      // 2^-5, before the forward butterflies
 constexpr float kUnrotatePreScale = 0.125f;   // 2^-3, before the inverse butterflies

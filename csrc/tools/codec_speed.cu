@@ -22,7 +22,7 @@ constexpr int kCtasPerSm = 8;
 // Lanes a thread loads before it works on the first of them: the loop's only memory parallelism
 // (the encode's chain from load to store is long for the rotated codecs: transform, block max).
 // 2 x H100: int4h encode 328.9 -> 317.2 us at 2 (int4 246.7 -> 242.4); the bound of 8 CTAs an SM
-// alone (30 registers, was 40) changed nothing (NOTES session 16, calls 3-4).
+// alone (30 registers, was 40) changed nothing.
 constexpr int kLanesInFlight = 2;
 
 // Every thread of a warp runs every iteration (the block scale and the rotation shuffle across

@@ -205,7 +205,7 @@ __device__ __forceinline__ void unrotate_lane(float v[kLaneValues]) {
 // in flight per thread and a full latency to wait per slice. Use: issue() the first lane, then
 // per lane take() it and issue() the next; a lane cut by the tensor's end is loaded when taken.
 // kAhead = false loads at take(): every world size but 2, where the live register made most
-// kernels spill (12-84 bytes) and no 4- or 8-GPU machine was there to time it (NOTES change 33).
+// kernels spill (12-84 bytes) and no 4- or 8-GPU machine was there to time it.
 template <bool kAhead>
 struct LaneFetcher {
   uint4 next;

@@ -10,8 +10,8 @@
 // Buffers: lamport[3][src][vector] on each rank; call epoch e uses buffer e % 3. A small call
 // clears the one its previous call used, (e - 1) % 3, while its own data is in flight; a call
 // of kOneShotEmptyOnReadBytes or more empties each slot right after reading it instead (a
-// separate clearing pass of the whole previous buffer cost ~1 us at 6-8 MB, bench/NOTES.md run
-// 77). Both are safe because a rank is at most one call ahead of a peer (it cannot finish call
+// separate clearing pass of the whole previous buffer cost ~1 us at 6-8 MB on 2x H200).
+// Both are safe because a rank is at most one call ahead of a peer (it cannot finish call
 // k+1 before that peer sent its data of k+1, i.e. finished call k): the earliest write into a
 // buffer after it is emptied comes two calls later (three after the call that used it).
 // Mismatch: a control warp in each CTA sends {epoch, call signature} beside the data and checks
@@ -20,7 +20,7 @@
 // CTA on every rank and in every call (fixed stride), and a call launches only the CTAs that own
 // vectors, the same ones on every rank, so each CTA's epochs stay in step across ranks.
 // No barrier and no data thread waits for anything but data: every extra round trip on the way
-// to the sum showed in the time (bench/NOTES.md changes 21-23).
+// to the sum showed in the time (2x H200, 8-128 KB).
 #pragma once
 #include <cooperative_groups.h>
 
@@ -78,8 +78,8 @@ __device__ __forceinline__ void accumulate_vector(float acc[kLaneValues], const 
 // st.async, which completes bytes on the receiving CTA's mbarrier, and each CTA finishes the tree's
 // top levels itself (the same bits in every CTA, as the epilogue kernel's; docs/codec-spec.md).
 // No release fence: a release (cluster.sync()'s arrive) is a MEMBAR.ALL.GPU, which waits for the
-// NVLink and global stores in flight (1.2-1.5 us a call measured on 2x H200; bench/NOTES.md
-// session 17); the mbarrier's transaction count orders the DSMEM data instead. A CTA writes its own
+// NVLink and global stores in flight (1.2-1.5 us a call measured on 2x H200);
+// the mbarrier's transaction count orders the DSMEM data instead. A CTA writes its own
 // slot with a plain store: st.async into a one-CTA cluster (hidden 1024) is undefined (memcheck:
 // "Cluster needs to have at least 2 blocks"). Clusters of 1-16 CTAs (cta_squares holds 16).
 __device__ __forceinline__ uint64_t* row_sum_barrier() {
@@ -254,8 +254,8 @@ __device__ __forceinline__ void one_shot_body(const AllReduceArgs& a, const RowE
   if (control) {
     // The control warp checks that every peer made the same call while the data threads poll
     // and sum: no data thread waits for it (thread 0 waiting for the signature, before or
-    // together with its data, measured 0.2-0.6 us slower at 8-128 KB: bench/NOTES.md changes
-    // 22-23). On a mismatch the abort word stops the data threads within 64 polls; this call's
+    // together with its data, measured 0.2-0.6 us slower at 8-128 KB on 2x H200).
+    // On a mismatch the abort word stops the data threads within 64 polls; this call's
     // output is then unspecified and the error is reported.
     for (int src = 0; threadIdx.x == kOneShotThreads && src < W; ++src) {
       if (src == me) continue;
@@ -276,7 +276,7 @@ __device__ __forceinline__ void one_shot_body(const AllReduceArgs& a, const RowE
   } else if (has_work) {
     // Several vectors a thread: push vector k, then sum vector k - 1 with its own value kept in
     // registers, so the sums run while the pushes drain instead of after the last one (8 MB:
-    // 29.4 -> 27.25 us, bench/NOTES.md change 36). A rank keeps pushing after a failed wait, so
+    // 29.4 -> 27.25 us on 2x H200). A rank keeps pushing after a failed wait, so
     // it never withholds data a peer waits for.
     push(first, mine);
     clear_previous();

@@ -40,27 +40,26 @@ namespace qr {
 constexpr int kStageSlots = 4;  // copies (of kParts slices each) in flight per CTA through the bulk-copy unit
 // Widest slice: 16-bit values. Slots stay 128-byte aligned, and at 512 threads so do the slices'
 // destinations (slice sizes are multiples of 128 there; 16 at fewer threads): a 16-byte shift
-// between source and destination made the bulk copies ~25% slower (bench/NOTES.md run 47).
+// between source and destination made the bulk copies ~25% slower (2x H200).
 constexpr size_t kStageBytes = size_t(kTwoShotMaxThreads) * kLaneValues * 2;
 // Slices per bulk copy on 2 GPUs where a stage slot holds several: two measured 1.5-2.5% faster
-// than one at 1 GiB for int4, three or four (10 KB slots) no faster than two (NOTES runs 62-63).
+// than one at 1 GiB for int4, three or four (10 KB slots) no faster than two (2x H200).
 constexpr uint32_t kMaxSlicesPerCopy = 2;
 
 // At least 4 CTAs of 512 per SM (<= 32 registers; the W=2 512-thread codec kernels do not spill,
 // the W=2 any-size ones 4 bytes): a codec
 // kernel's time fell with every warp added (1 GiB int4: 66/132/264 CTAs of 512 -> 3579/1958/1373
 // us, 3 per SM 1283 us), and once every slice went by bulk copy, 4 per SM beat 3 by ~2% (int4
-// 1072 -> 1053 us; bench/NOTES.md changes 11 and 19).
+// 1072 -> 1053 us; 2x H200).
 // kWorld: the world size as a compile-time constant (2, 4, 8: the rank loops unroll and their
 // index arithmetic folds), or 0 for any other size (read from the arguments).
 // The lossless kernels need more than 32 registers (a lane's raw values stay live across the slice's
-// vote, for the rare raw restage): 3 per SM, which also measured faster than 4 (run 49). So do the
+// vote, for the rare raw restage): 3 per SM, which also measured faster than 4 (2x H200). So do the
 // rotated ones (the transform's values and shuffles): at 4 per SM they spilled 16-48 bytes, at 3
-// they take 40 registers and no stack, 4-8% faster from 64 MB on 2x H100 (NOTES session 16).
+// they take 40 registers and no stack, 4-8% faster from 64 MB on 2x H100.
 // The lossless W = 2 kernel of any CTA size (below ~4.3 MB, CTAs of 128-256 threads) gets 2 an SM:
 // 56 registers, where at 3 it took 40 and 72 bytes of stack; 2x H200, 512K-4M 7-14% faster (4M 24.1 ->
-// 20.7 us). The rotated ones gained at 4M (-5..-7%) and lost at 1-2M (+1..+5%), the others nothing
-// (bench/NOTES.md session 19, call 5).
+// 20.7 us). The rotated ones gained at 4M (-5..-7%) and lost at 1-2M (+1..+5%), the others nothing.
 template <class Codec, int kWorld, int kThreads>
 constexpr int kTwoShotCtasPerSm = std::is_same_v<Codec, LosslessCodec> ? (kWorld == 2 && kThreads == 0 ? 2 : 3)
                                   : kIsRotated<Codec> ? 3 : 4;
@@ -92,8 +91,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, (kTwoShotCtasPerSm<Codec, 
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[a.rank] + a.layout.control);
   // Slices go out through the SM's bulk-copy unit: one large write per slice instead of a 4-8 byte
   // store per lane and a 2-byte one per scale keeps NVLink busier (2x H200, 1 GiB, against plain
-  // stores: passthrough -3-6%, int4 -2%, fp4 -6%, int6/int8/fp8 -5-6%; bench/NOTES.md changes 9,
-  // 15 and 17), and warps never stall on a busy link.
+  // stores: passthrough -3-6%, int4 -2%, fp4 -6%, int6/int8/fp8 -5-6%),
+  // and warps never stall on a busy link.
   __shared__ alignas(128) uint8_t s_stage[kStageSlots * kStageBytes];  // outgoing slices
   __shared__ uint32_t s_epoch;
   __shared__ int s_failed;
@@ -246,7 +245,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, (kTwoShotCtasPerSm<Codec, 
   };
   // The W=2 512-thread kernels run a group whose tiles all lie inside the tensor (every group but
   // possibly the last) through a copy of the tile loop with the tail tests folded away: int4 and
-  // fp4 at 1 GiB 1% and 2.5% faster (NOTES run 64). Not lossless: its spills doubled.
+  // fp4 at 1 GiB 1% and 2.5% faster (2x H200). Not lossless: its spills doubled.
   constexpr bool kSplitFull = kWorld == 2 && kThreads > 0 && !kLossless;
   auto with_fullness = [&](size_t g, uint32_t n, auto&& loop) {
     if constexpr (kSplitFull) {
@@ -383,7 +382,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, (kTwoShotCtasPerSm<Codec, 
   // bulk copies covers both groups while the reduce's math ran beside the copies. Codec kernels
   // with many groups gather before they announce, so their copies land meanwhile (1 GiB int4
   // 1005-1015 -> 976-989 us); passthrough, and fewer groups, measured up to 1.5% slower that way
-  // (64-256 MB; bench/NOTES.md change 30).
+  // (64-256 MB; 2x H200).
   const bool gather_first = !kPassthrough && groups >= 10;
   bool ok = true;
   for (size_t step = 0; ok && step < groups + 2; ++step) {

@@ -4,7 +4,7 @@
 //
 // The slice path (exchange.cuh) costs ~11 us at 8-128 KB on 2x H100 (a wait for the peers' ack of
 // the previous call, the bulk copies' completion, a flag round trip, the last CTA's ack), where the
-// one-shot all-reduce takes ~2.5 us (bench/results/h100-x2). Here every rank stores 16-byte
+// one-shot all-reduce takes ~2.5 us. Here every rank stores 16-byte
 // vectors of its segment for rank d straight into d's buffer and d polls its own memory for them.
 //
 // "Not arrived": every 16-bit half 0xFFFF (fp16/bf16) or every 32-bit word 0xFFFFFFFF (fp32), a NaN

@@ -18,7 +18,7 @@ Timing, per (size, method):
 - Then a one-element NCCL all-reduce, before the start event, lines the ranks' GPUs up: the
   host barrier releases the ranks microseconds apart, and the first rank's first call would
   wait that long for its peers inside the timed replay, adding skew/K to every method's time
-  at random (`align_start`; bench/NOTES.md run 85).
+  at random (`align_start`).
 
 Correctness, per (size, method): relative L2 error of one eager call against a float64
 reference built from every rank's input (all-gathered; inputs are drawn from a seed per rank and
@@ -87,7 +87,7 @@ class SweepConfig:
     shared_gpu: bool = False  # every rank on GPU 0 over gloo: results checked, timings meaningless
     hidden: int = 4096  # the epilogue's row length: its tensors are [size / row bytes, hidden]
     # A one-element kernel between every two calls, as a model has compute between its collectives
-    # (NCCL back to back costs it 4-7 us a call below 1 MB; bench/NOTES.md session 20); the time of
+    # (NCCL back to back costs it 4-7 us a call below 1 MB; 2x H200); the time of
     # that kernel alone, in a graph of the same length timed just before, is subtracted.
     gap: bool = False
 
@@ -152,7 +152,7 @@ def run_sweep(rank: int, world_size: int, config: SweepConfig) -> dict[str, Any]
                    for collective, names in plan.items()}
         # One untimed pass over the first size: its row used to be timed while the GPUs and the
         # host were still settling (the same one-shot kernel read 2.66, 2.48 and 2.28 us at 8 KB
-        # as three methods of one row, bench/NOTES.md session 8). Same for every method.
+        # as three methods of one row). Same for every method.
         if config.warm_up_first_size and config.sizes:
             for collective, mine in methods.items():
                 _sweep_size(ctx, list(mine), config.sizes[0], config, l2_bytes, SweepState(),
