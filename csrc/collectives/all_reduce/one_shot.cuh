@@ -20,7 +20,7 @@
 // CTA on every rank and in every call (fixed stride), and a call launches only the CTAs that own
 // vectors, the same ones on every rank, so each CTA's epochs stay in step across ranks.
 // No barrier and no data thread waits for anything but data: every extra round trip on the way
-// to the sum showed in the time (2x H200, 8-128 KB).
+// to the sum showed in the time (2x H200).
 #pragma once
 #include <cooperative_groups.h>
 
