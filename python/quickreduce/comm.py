@@ -87,7 +87,7 @@ class Communicator:
         self.two_shot_groups = 0  # pipeline depth knob for tuning (0 = built-in default)
         # all_reduce_add_rmsnorm from this size on a two-shot: the residual added at the two-shot's
         # stores, the kernel after it only normalising (2x H200, hidden 4096: -2..-16% from 16 MB, +1..4%
-        # at 1-4 MB; bench/NOTES.md session 19 call 8). Same bits either way.
+        # at 1-4 MB). Same bits either way.
         self.two_shot_residual_min_bytes = 8 << 20
         self._table = None
         self._c = _C.Communicator(rank, world_size, self.device, self.max_size,

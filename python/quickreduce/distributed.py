@@ -738,7 +738,7 @@ class ProcessGroupQuickreduce(dist.ProcessGroup):
     # Not left to torch's ProcessGroup: for a Python subclass its C++ trampoline (PyProcessGroup's
     # WORK_OVERRIDE) runs the base implementation while it holds the GIL, and a gloo worker thread
     # that frees a finished call's tensors takes the GIL while it holds the lock a new call waits for:
-    # a deadlock (one rank stuck in the call itself; caught by gdb under load in session 19). The
+    # a deadlock (one rank stuck in the call itself; caught by gdb under load on the CPU). The
     # backends' own bindings release the GIL.
     def _backend_for(self, tensors, collective: str):
         """The fallback backend of the device of ``tensors`` (a tensor, or a list whose first is one)."""

@@ -41,8 +41,8 @@ SEGMENT_DTYPES = ("bf16", "fp16", "fp32")
 def candidates(codecs: list[str]) -> dict[str, tuple[str, str | None]]:
     """All-reduce benchmark method -> (algo, codec); codec None means passthrough. NCCL is timed as
     `auto` runs it for an out-of-place call, after a copy (`nccl_copy`): timed in place it won 24-95 MB
-    on 4x H200, where `auto` out of place then measured 5-6% slower than our two-shot (bench/NOTES.md
-    session 20). In-place calls (the torch.distributed backend) skip that copy."""
+    on 4x H200, where `auto` out of place then measured 5-6% slower than our two-shot
+    (2026-11-26). In-place calls (the torch.distributed backend) skip that copy."""
     table: dict[str, tuple[str, str | None]] = {
         "nccl_copy": ("nccl", None), "qr_one_shot": ("one_shot", None), "qr_two_shot": ("two_shot", None),
         "qr_lossless": ("two_shot", "lossless")}
@@ -106,7 +106,7 @@ def all_measurements(rows: list[dict[str, Any]], codecs: dict[str, list[str]]
     measurements, warnings = measurements_from_rows(rows, candidates(codecs["all_reduce"]))
     reduce_methods = {r["method"] for r in rows if (r.get("collective") or "all_reduce") == "all_reduce"}
     if "nccl" in reduce_methods and "nccl_copy" not in reduce_methods:
-        warnings.append("no nccl_copy rows (NCCL timed in place only, as before session 20): "
+        warnings.append("no nccl_copy rows (NCCL timed in place only, as older CSVs have it): "
                         "NCCL is no all-reduce candidate in this table")
     for collective in SEGMENT_COLLECTIVES:
         more, notes = measurements_from_rows(rows, collective_candidates(codecs[collective]), collective)
