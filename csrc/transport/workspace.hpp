@@ -32,7 +32,7 @@ constexpr int kMaxWorldSize = 8;
 // a call launches only the CTAs that own vectors (8 KB: 4 CTAs on 4 SMs, as TensorRT-LLM's
 // one-shot spreads it). 1056 CTAs (8 of 160 threads per SM of 132, all resident) give every data
 // thread one vector up to 2 MiB: at 2 MiB, 528 CTAs (two vectors a thread, one after the other)
-// measured ~10% slower against TensorRT-LLM's one-shot in the same run (bench/NOTES.md change 25).
+// measured ~10% slower against TensorRT-LLM's one-shot in the same run (2x H200).
 constexpr int kOneShotBlocks = 1056;
 constexpr int kOneShotThreads = 128;        // data threads per one-shot CTA
 constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the peers' calls
@@ -41,21 +41,21 @@ constexpr int kOneShotControlThreads = 32;  // plus one warp that checks the pee
 constexpr int kFusedRowValues = kOneShotThreads * 8;
 constexpr int kFusedMaxClusterCtas = 16;
 // Rows of one CTA (hidden 1024) too: the CTA's own slot is a plain store, since st.async into a
-// one-CTA cluster is undefined (compute-sanitizer's memcheck, session 17). At 1024 the fused call
+// one-CTA cluster is undefined (compute-sanitizer's memcheck). At 1024 the fused call
 // took 3.16-4.03 us at 8-256 KiB against 3.29-4.49 for the two kernels and 3.13-4.60 for FlashInfer's
-// fused op (2x H200, bench/NOTES.md session 18, call 1).
+// fused op (2x H200).
 constexpr int kFusedMinClusterCtas = 1;
 // Largest all-reduce the fused one-shot takes: above it the one-shot and then the epilogue kernel
-// measured as fast or faster (2x H200, hidden 4096, bench/NOTES.md session 17: call 5, two kernels
-// against fused, 3.71 / 3.42 us at 8 KiB, 4.71 / 4.86 at 256 KiB, 5.61 / 6.32 at 512 KiB; call 6,
-// another machine, 5.05 / 4.27 at 256 KiB). Every rank computes the same route.
+// measured as fast or faster (2x H200, hidden 4096, two kernels against fused: 3.71 / 3.42 us at
+// 8 KiB, 4.71 / 4.86 at 256 KiB, 5.61 / 6.32 at 512 KiB; on another host of the same kind 5.05 / 4.27
+// at 256 KiB). Every rank computes the same route.
 constexpr size_t kFusedOneShotMaxBytes = 256 << 10;
 // Largest message the one-shot accepts. On 2 GPUs it moves the same bytes as the two-shot with one
 // crossing instead of two, and measured faster up to 8 MiB (8 MiB: 30.5 against 32.7 us; 12 MiB:
-// 46.0 against 44.5; bench/NOTES.md change 26); on more GPUs it moves W-1 times the message.
+// 46.0 against 44.5; 2x H200); on more GPUs it moves W-1 times the message.
 QR_HD constexpr size_t one_shot_max_bytes(int world_size) { return size_t(world_size == 2 ? 8 : 4) << 20; }
 // From this size a one-shot call empties each buffer slot as it reads it rather than leaving its
-// buffer to the next call's clearing pass: at 6-8 MiB that pass cost ~1 us (bench/NOTES.md run 77);
+// buffer to the next call's clearing pass: at 6-8 MiB that pass cost ~1 us (2x H200);
 // below 4 MiB neither way measured faster.
 constexpr size_t kOneShotEmptyOnReadBytes = size_t(4) << 20;
 // The segment exchange's small-message path (exchange/packets.cuh): vector p of a segment belongs
@@ -72,7 +72,7 @@ constexpr int kTwoShotGroups = 16;  // most groups the automatic rule picks (exp
 
 // Pipeline groups a two-shot CTA cuts its tiles into when the call does not set them. Each group
 // costs a handshake (a round trip) and buys overlap of one group's pushes with another's work.
-// Measured on 2x H200 (bench/NOTES.md runs 38 and 41): one group until a CTA pushes three groups'
+// Measured on 2x H200: one group until a CTA pushes three groups'
 // worth, then one group per ~16 KB pushed for passthrough (little work per byte) and per ~24 KB
 // for the codecs, at most kTwoShotGroups.
 QR_HD constexpr size_t two_shot_auto_groups(size_t push_bytes, bool passthrough) {
