@@ -823,7 +823,7 @@ SCENARIOS = ["real_backend", "collectives", "fallbacks", "functional", "dtensor"
 
 def _worker(rank, W, init, out_dir):
     # A worker still running after 150 s (the fixture gives up at 180) prints every thread's stack and
-    # exits: a hang seen once in session 17 (bench/NOTES.md) then says where it was.
+    # exits: a hang seen once then says where it was.
     faulthandler.dump_traceback_later(150, exit=True)
     os.environ.pop("QUICKREDUCE_BACKEND_FALLBACK", None)
     for c in ("", *("_" + c.upper() for c in qd.COLLECTIVES)):

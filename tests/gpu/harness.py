@@ -58,8 +58,8 @@ def init_rank(rank: int, world_size: int, port: int, backend: str | None = None)
 def _worker(rank, world_size, port, scenario_module, scenario_names, out_dir, env, backend):
     os.environ.update(env)
     # A worker still running after QR_TEST_HANG_DUMP_S (240 s; 0: never; the whole 2-GPU suite takes
-    # ~130 s) prints every thread's stack and exits: a run of tests/gpu printed nothing for 300 s once
-    # (session 18, call 3), as the CPU backend test's workers once sat in a futex wait (session 17).
+    # ~130 s) prints every thread's stack and exits: a run of tests/gpu once printed nothing for 300 s,
+    # as the CPU backend test's workers once sat in a futex wait.
     hang_dump_s = float(os.environ.get("QR_TEST_HANG_DUMP_S", "240"))
     if hang_dump_s > 0:
         faulthandler.dump_traceback_later(hang_dump_s, exit=True)
