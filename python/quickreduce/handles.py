@@ -1,7 +1,6 @@
 """The module-level handle API, for Ray and other launchers without torch.distributed: one default
 communicator per process, codecs numbered as in vLLM's QuickReduce (profiles).
 
-
     qr.init(world_size, rank)
     h = qr.get_comm_handle()          # bytes, give to every rank
     qr.set_comm_handles(all_handles)  # list in rank order
