@@ -54,11 +54,14 @@ Semantics, as torch's backends:
 - Counters: ``group.routed[(collective, "quickreduce" | "fallback")]`` counts calls,
   ``group.fallback_reasons[reason]`` why calls went to the fallback.
 
-Torch 2.11 and 2.13 both: a Python backend is a ``ProcessGroup`` subclass (pybind trampoline), which
+Torch 2.11 to 2.14: a Python backend is a ``ProcessGroup`` subclass (pybind trampoline), which
 ``_new_process_group_helper`` takes as the whole group (so a ``"cpu:gloo,"`` prefix builds a gloo backend
 torch then drops; this group owns its own). Torch 2.13 renamed ``_allgather_base``,
 ``_reduce_scatter_base``, ``alltoall_base`` and the coalesced forms (``all_gather_single``, ...); both
-spellings are defined. torch offers no import-free way to register a backend (its ``torch.backends``
+spellings are defined. Torch 2.14 added ``gather_single`` (``gather_into_tensor``) and ``reconfigure``
+(fault tolerance: a new set of peers, which a quickreduce workspace cannot follow; refused). A
+collective a later torch adds gets a forwarder to the fallback backend's binding of the same name
+(``_forward_new_collectives``), so no call ever reaches torch's trampoline. torch offers no import-free way to register a backend (its ``torch.backends``
 entry points load at every ``import torch`` and turn a failure into a failed import), so the import is
 needed.
 """
@@ -792,6 +795,17 @@ class ProcessGroupQuickreduce(dist.ProcessGroup):
     def recv_anysource(self, tensors, *args, **kwargs):
         return self._backend_for(tensors, "recv").recv_anysource(tensors, *args, **kwargs)
 
+    # torch 2.14's (older torch has neither, and never calls them)
+    def gather_single(self, output, input, *args, **kwargs):
+        return self._backend_for(input, "gather").gather_single(output, input, *args, **kwargs)
+
+    def gather_into_tensor(self, output, input, *args, **kwargs):
+        return self._backend_for(input, "gather").gather_into_tensor(output, input, *args, **kwargs)
+
+    def reconfigure(self, *args, **kwargs):
+        raise NotImplementedError("quickreduce backend: reconfigure (a new set of peers) is not supported: the "
+                                  "quickreduce workspace is mapped between a fixed set of ranks; create a new group")
+
     def barrier(self, opts=None, timeout=None):
         """On the device ``opts.device`` names, else where torch's ProcessGroup puts it: CUDA when the
         fallback is NCCL, else CPU. ``barrier(timeout)`` (a timedelta) as torch's second form."""
@@ -834,6 +848,50 @@ class ProcessGroupQuickreduce(dist.ProcessGroup):
     def __repr__(self) -> str:
         return (f"ProcessGroupQuickreduce(rank={self.rank()}, world_size={self.size()}, fallback={self.fallback!r}, "
                 f"max_size={self.limits.max_size}, communicator={'on ' + str(self._comm_device) if self._comm else 'not yet'})")
+
+
+def _first_tensor(args) -> Optional[torch.Tensor]:
+    """The first tensor in ``args``, looking into lists (a list of tensors, a list of lists)."""
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            return arg
+        if isinstance(arg, (list, tuple)):
+            found = _first_tensor(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _forwarder(name: str):
+    """A method forwarding collective ``name`` to the binding of the same name of the fallback backend
+    of its tensors' device (the default device's when it takes none, as ``barrier``)."""
+    def forward(self, *args, **kwargs):
+        t = _first_tensor(list(args) + list(kwargs.values()))
+        kind = t.device.type if t is not None else "cuda" if self.fallback == "nccl" else "cpu"
+        return getattr(self._backend_of(kind, name), name)(*args, **kwargs)
+
+    forward.__name__ = forward.__qualname__ = name
+    forward.__doc__ = f"torch's ``{name}``, forwarded to the fallback backend (torch added it after this module)."
+    return forward
+
+
+def _torch_collectives() -> list[str]:
+    """Names of torch's ProcessGroup methods that start a collective (they return a ``c10d::Work``)."""
+    return [name for name in dir(dist.ProcessGroup) if not name.startswith("__")
+            and "-> c10d::Work" in (getattr(getattr(dist.ProcessGroup, name), "__doc__", None) or "")]
+
+
+def _forward_new_collectives(cls: type) -> list[str]:
+    """Give ``cls`` a forwarder for every collective of this torch's ProcessGroup it does not define
+    (one a torch newer than this module added); return their names."""
+    ours = cls.__mro__[:cls.__mro__.index(dist.ProcessGroup)]  # the Python classes above torch's
+    added = [name for name in _torch_collectives() if not any(name in vars(k) for k in ours)]
+    for name in added:
+        setattr(cls, name, _forwarder(name))
+    return added
+
+
+_ADDED_COLLECTIVES = _forward_new_collectives(ProcessGroupQuickreduce)
 
 
 def _same_length(outputs, inputs, what: str) -> None:
