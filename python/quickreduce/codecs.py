@@ -11,9 +11,28 @@ def codec_names() -> list[str]:
     return list(_C.codec_names())
 
 
+PASSTHROUGH_BITS = {"fp16": 16, "bf16": 16, "fp32": 32}
+
+
 def codec_info(name: str) -> dict:
-    """{'name', 'profile', 'id', 'bits_per_value', 'ratio'} of a codec name."""
-    return dict(_C.codec_info(canonical(name)))
+    """{'name', 'profile', 'id', 'bits_per_value', 'ratio'} of one codec: bits_per_value is what a value
+    costs on the wire (its code and its share of the block scale), ratio is bits_per_value / 16 (the
+    wire against a 16-bit tensor). The passthrough names answer for the passthrough in that dtype
+    ('fp16', 'bf16': 16 bits; 'fp32': 32 bits; 'none' as 'fp16'). 'auto' and 'auto:<codec>' choose a
+    codec per call (by size, dtype and the machine's tuning table), so they have no info: ValueError."""
+    if not isinstance(name, str):
+        raise TypeError(f"codec must be a string, got {type(name).__name__}")
+    lowered = name.lower()
+    accepted = codec_names() + [n for n in PASSTHROUGH_NAMES if n != "fp16"]
+    if lowered not in accepted:
+        why = ("picks a codec per call (by size, dtype and the machine's tuning table), so it has no single "
+               "codec's info; " if lowered == "auto" or lowered.startswith("auto:") else "is unknown; ")
+        raise ValueError(f"codec_info: {name!r} {why}codec_info takes one of {accepted}")
+    info = dict(_C.codec_info(canonical(lowered)))
+    if lowered in PASSTHROUGH_BITS:
+        bits = PASSTHROUGH_BITS[lowered]
+        info.update(name=lowered, bits_per_value=float(bits), ratio=bits / 16)
+    return info
 
 
 def canonical(name: str) -> str:

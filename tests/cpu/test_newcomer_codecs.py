@@ -1,0 +1,37 @@
+"""`quickreduce.codec_info`: answers for the codec asked about, and refuses with a list of what it takes."""
+import re
+
+import pytest
+
+import quickreduce as qr
+
+
+def _accepted(message: str) -> list[str]:
+    listed = re.search(r"\[(.*)\]", message)
+    assert listed, message
+    return [name.strip(" '\"") for name in listed.group(1).split(",")]
+
+
+@pytest.mark.parametrize("name", ["auto", "auto:fp8", "AUTO", "nope"])
+def test_refusal_lists_only_what_it_accepts(name):
+    with pytest.raises(ValueError) as err:
+        qr.codec_info(name)
+    accepted = _accepted(str(err.value))
+    assert not any(a.startswith("auto") for a in accepted), err.value
+    for each in accepted:  # everything the error offers is accepted
+        assert qr.codec_info(each)["bits_per_value"] > 0
+
+
+@pytest.mark.parametrize("name, bits", [("fp16", 16), ("bf16", 16), ("fp32", 32), ("FP32", 32), ("none", 16)])
+def test_passthrough_names(name, bits):
+    info = qr.codec_info(name)
+    assert info["bits_per_value"] == bits and info["ratio"] == bits / 16
+    assert info["name"] == ("fp16" if name == "none" else name.lower())
+    assert info["profile"] == 1  # the passthrough codec
+
+
+def test_lossy_codecs_unchanged():
+    for name in qr.codec_names():
+        info = qr.codec_info(name)
+        assert info["name"] == name and info["ratio"] == pytest.approx(info["bits_per_value"] / 16)
+    assert qr.codec_info("fp8")["bits_per_value"] == 8.5 and qr.codec_info("int4")["bits_per_value"] == 4.5
