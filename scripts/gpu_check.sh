@@ -9,6 +9,8 @@
 # `wheels`: each .wheels/NAME is installed in turn (WHEELS="a b a" sets the order) and benched on
 # AB_SIZES with AB_METHODS into one $OUT/ab.csv (a variant column first). `wheel:NAME` installs one.
 set -uo pipefail
+# NVLink multicast stays off on the machines these scripts run on (they forbid it): the variables
+# below, and --no-multicast on every bench, tune and e2e.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/qr-out}; mkdir -p "$OUT"
 stages=${*:-build tests bench}
@@ -56,23 +58,23 @@ for stage in $stages; do
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .peers/whl/*.whl
       export PYTHONPATH=/tmp/site:$PWD/.peers/site${PYTHONPATH:+:$PYTHONPATH} FLASHINFER_CONFIDENTIAL_COMPUTE=1 ;;
     tune)  # measure the auto table; the bench stage after it uses it
-      python3 -m quickreduce.cli tune --dtypes bf16 --out "$OUT/tuned.json" --csv "$OUT/tune.csv" --no-cache 2>&1 \
+      python3 -m quickreduce.cli tune --no-multicast --dtypes bf16 --out "$OUT/tuned.json" --csv "$OUT/tune.csv" --no-cache 2>&1 \
         | tail -25  # no tune.log: $OUT brings back 8 files; `quickreduce tune --from-csv` rebuilds the table
       export QUICKREDUCE_TUNE_FILE="$OUT/tuned.json" ;;
     bench)
-      python3 -m quickreduce.cli bench --sizes 8K:1G --dtype bf16 --csv "$OUT/bench.csv" --plot "$OUT/bench.png" 2>&1 \
+      python3 -m quickreduce.cli bench --no-multicast --sizes 8K:1G --dtype bf16 --csv "$OUT/bench.csv" --plot "$OUT/bench.png" 2>&1 \
         | tee "$OUT/bench.log" ;;
     family)  # reduce-scatter, all-gather, all-to-all against NCCL and symm_mem (FAMILY_DTYPE, FAMILY_SIZES)
       dtype=${FAMILY_DTYPE:-bf16}
-      python3 -m quickreduce.cli bench --collective reduce_scatter,all_gather,all_to_all --dtype "$dtype" \
+      python3 -m quickreduce.cli bench --no-multicast --collective reduce_scatter,all_gather,all_to_all --dtype "$dtype" \
         --sizes "${FAMILY_SIZES:-8K:1G:4}" --csv "$OUT/family-$dtype.csv" 2>&1 | tee "$OUT/family-$dtype.log" ;;
     epilogue)  # all-reduce + residual add + RMSNorm, fused and unfused, beside FlashInfer's fused op
       for hidden in ${EPILOGUE_HIDDEN:-4096 8192}; do
-        python3 -m quickreduce.cli bench --epilogue add_rmsnorm --hidden "$hidden" --sizes "${EPILOGUE_SIZES:-8K:64M:4}" \
+        python3 -m quickreduce.cli bench --no-multicast --epilogue add_rmsnorm --hidden "$hidden" --sizes "${EPILOGUE_SIZES:-8K:64M:4}" \
           --csv "$OUT/epilogue-h$hidden.csv" 2>&1 | tee "$OUT/epilogue-h$hidden.log"
       done ;;
     e2e)  # a tensor-parallel decoder per provider (E2E_ARGS: e.g. --model llama3-70b --layers 4)
-      python3 -m quickreduce.cli e2e ${E2E_ARGS:---layers 4} --csv "$OUT/e2e.csv" --no-plot 2>&1 | tee "$OUT/e2e.log" ;;
+      python3 -m quickreduce.cli e2e --no-multicast ${E2E_ARGS:---layers 4} --csv "$OUT/e2e.csv" --no-plot 2>&1 | tee "$OUT/e2e.log" ;;
     examples)  # examples/*.py as their docstrings say to run them (torchrun, 2 GPUs)
       for example in examples/*.py; do
         timeout 180 torchrun --nproc-per-node 2 "$example" > /tmp/example.log 2>&1
@@ -91,7 +93,7 @@ open("python/" + so, "wb").write(z.read(so))' .wheels/"${stage#so:}"/*.whl || ex
     wheels)
       for name in ${WHEELS:-$(ls .wheels)}; do
         install_wheel "$name"
-        python3 -m quickreduce.cli bench --sizes "${AB_SIZES:-8K:4M}" --dtype bf16 --replays 15 --methods \
+        python3 -m quickreduce.cli bench --no-multicast --sizes "${AB_SIZES:-8K:4M}" --dtype bf16 --replays 15 --methods \
           "${AB_METHODS:-trtllm_one_shot,trtllm_one_shot_pdl,qr_one_shot}" --csv /tmp/ab-$name.csv > /tmp/ab-$name.log 2>&1
         echo "== $name: exit $?"; grep -E "qr_|trtllm" /tmp/ab-$name.log | tail -40
         cat /tmp/ab-$name.log >> "$OUT/ab.log"

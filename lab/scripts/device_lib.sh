@@ -24,7 +24,7 @@ peers() {
 }
 qb() {
   local t=${QB_TIMEOUT_S:-60}
-  timeout "$t" python3 -m quickreduce.cli bench --timeout $((t - 5)) --replays 9 "$@" 2>&1 | grep -vE "^\s*$" >> "$L"
+  timeout "$t" python3 -m quickreduce.cli bench --no-multicast --timeout $((t - 5)) --replays 9 "$@" 2>&1 | grep -vE "^\s*$" >> "$L"
   echo "bench $*: exit ${PIPESTATUS[0]}"
 }
 speed() {

@@ -35,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .launch import add_multicast_option, apply_multicast_option
 from .report import (COLLECTIVE_METHODS, COLLECTIVES, EPILOGUES, QR_ROTATED_CODECS, QR_ROW_CODECS,
                      complete_rows, device_tag, parse_size, parse_sizes, plot, print_results,
                      read_csv, write_csv)
@@ -101,6 +102,7 @@ def build_parser(prog: str = "quickreduce bench") -> argparse.ArgumentParser:
                         "timings are meaningless")
     p.add_argument("--list-methods", action="store_true",
                    help="list the known methods (of the --collective ones) and exit")
+    add_multicast_option(p)
     return p
 
 
@@ -231,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     gpus = usable_gpus(args.gpus, "bench", args.shared_gpu)
     if not gpus:
         return 2
+    apply_multicast_option(args)
     partial = Path(args.csv + ".partial") if args.csv else RESULTS_DIR / "bench.partial.csv"
     config = replace(config, partial_csv=str(partial))
     if os.environ.get("RANK", "0") == "0":

@@ -29,6 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .launch import add_multicast_option
+
 DEFAULT_TIMEOUT_S = 540  # under the device machines' 10-minute limit per command
 RESULTS_DIR = Path("bench") / "results"
 # --shared-gpu checks tokens; its timings mean nothing, so it times little.
@@ -89,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     speed.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                        help=f"kill the ranks after this many seconds (default {DEFAULT_TIMEOUT_S})")
     speed.add_argument("--list-providers", action="store_true", help="list the providers and exit")
+    add_multicast_option(speed)
 
     fid = p.add_argument_group("fidelity (CPU; --device cuda for ranks on one GPU)")
     fid.add_argument("--fidelity", action="store_true", help="make the fidelity table instead of timing")
@@ -182,6 +185,7 @@ def speed_main(args: argparse.Namespace) -> int:
 
     world = world_size_for(args)
     cfg = speed_config(args, world)
+    launch.apply_multicast_option(args)
     leader = os.environ.get("RANK", "0") == "0"
     if leader:
         if args.shared_gpu:

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ..tuning import driver_version, load_table
-from .launch import SAFE_ENV
+from .launch import multicast_settings
 
 
 def _version() -> str:
@@ -86,11 +86,8 @@ def collect() -> list[tuple[str, str]]:
             lines.append(("", f"{i:>3}: " + " ".join(marks)))
     for name in sorted(n for n in os.environ if n.startswith("QUICKREDUCE_")):
         lines.append((f"env {name}", os.environ[name]))
-    for name, safe in SAFE_ENV.items():
-        value = os.environ.get(name)
-        state = "ok" if value == safe else \
-            f"should be {safe}; quickreduce bench/tune set it in their ranks, set it in yours"
-        lines.append((f"env {name}", f"{value if value is not None else '(unset)'} [{state}]"))
+    for name, value in multicast_settings():  # NVLink multicast, as NCCL/torch/NVSHMEM will see it
+        lines.append((f"env {name}", value))
     if count:
         table = load_table(torch.cuda.get_device_name(0), count)
         measured = "measured" if table.measured else "not measured"

@@ -10,6 +10,9 @@ could never exit, and files survive a child that is killed after it reported.
 Under torchrun (RANK and WORLD_SIZE set) the function runs in this process instead, and every
 rank gets its own return value.
 
+The environment is the caller's: NVLink multicast (NVLS) stays as the caller's variables set it,
+unless a tool's --no-multicast (`add_multicast_option`) turns it off for the run.
+
 `shared_gpu=True` puts every rank on GPU 0 with a gloo group (NCCL refuses two ranks on one GPU)
 and sets QUICKREDUCE_ALLOW_SHARED_GPU=1, as tests/gpu/harness.py's shared mode does: the ranks'
 kernels take turns on the GPU, which checks results but says nothing of speed.
@@ -30,9 +33,10 @@ from multiprocessing.connection import wait as wait_for_sentinels
 from pathlib import Path
 from typing import Any, Callable
 
-# NVLink multicast (NVLS) can take a shared host's GPUs out of service: these stay off in every
-# process we start, whatever the caller's environment says.
-SAFE_ENV = {
+# The variables that turn NVLink multicast (NVLS) off in NCCL, torch symmetric memory and NVSHMEM
+# (bench/tune/e2e --no-multicast). Multicast can take the GPUs of a host shared with other jobs
+# out of service; on a machine of one's own it is a choice, so the tools leave it to the caller.
+MULTICAST_OFF_ENV = {
     "NCCL_NVLS_ENABLE": "0",
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
@@ -49,18 +53,30 @@ class LaunchTimeout(LaunchError):
     """The ranks did not finish before the deadline and were killed."""
 
 
-def apply_safe_env() -> list[str]:
-    """Set the multicast-off variables in os.environ; return the names whose value we changed."""
-    changed = []
-    for name, value in SAFE_ENV.items():
-        if os.environ.get(name) != value:
-            if name in os.environ:
-                changed.append(name)
-            os.environ[name] = value
-    if changed:
-        warnings.warn(f"quickreduce: overriding {', '.join(changed)} to keep NVLink multicast off",
-                      stacklevel=2)
+def disable_multicast() -> list[str]:
+    """Set MULTICAST_OFF_ENV in os.environ (this process and the ranks it starts); return the names
+    whose value changed."""
+    changed = [name for name, value in MULTICAST_OFF_ENV.items() if os.environ.get(name) != value]
+    os.environ.update(MULTICAST_OFF_ENV)
     return changed
+
+
+def add_multicast_option(parser) -> None:
+    """The --no-multicast flag of the tools that start ranks (bench, tune, e2e)."""
+    parser.add_argument("--no-multicast", action="store_true",
+                        help="turn NVLink multicast off for this run (" +
+                             " ".join(f"{k}={v}" for k, v in MULTICAST_OFF_ENV.items()) +
+                             "); default: the environment decides, as for your own jobs")
+
+
+def apply_multicast_option(args) -> None:
+    if getattr(args, "no_multicast", False):
+        disable_multicast()
+
+
+def multicast_settings() -> list[tuple[str, str]]:
+    """(variable, value or '(unset)') of each variable that turns NVLink multicast off."""
+    return [(name, os.environ.get(name, "(unset)")) for name in MULTICAST_OFF_ENV]
 
 
 def free_port() -> int:
@@ -83,7 +99,6 @@ def init_process_group(rank: int, world_size: int, local_rank: int, *, backend: 
     import torch
     import torch.distributed as dist
 
-    apply_safe_env()
     if shared_gpu:
         os.environ["QUICKREDUCE_ALLOW_SHARED_GPU"] = "1"
         backend = "gloo"
@@ -108,7 +123,6 @@ def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, timeout_s: float = 60
     killed before this returns. `backend="gloo"` runs without GPUs (used by the CPU tests);
     `shared_gpu=True` runs every rank on GPU 0 over gloo (see the module docstring).
     """
-    apply_safe_env()
     if under_torchrun():
         return _run_in_this_process(fn, args, timeout_s=timeout_s, backend=backend,
                                     shared_gpu=shared_gpu)

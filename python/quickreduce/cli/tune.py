@@ -29,6 +29,7 @@ from typing import Any
 
 from ..tuning import SEGMENT_COLLECTIVES, cache_path, save_table, table_from_measurements
 from .bench import DEFAULT_SIZES, DEFAULT_TIMEOUT_S, parse_collectives, parse_iters, run, usable_gpus
+from .launch import add_multicast_option, apply_multicast_option
 from .report import (QR_CODECS, QR_ROTATED_CODECS, QR_ROW_CODECS, complete_rows, human_size,
                      parse_size, parse_sizes, read_csv, write_csv)
 
@@ -285,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "collective in them; comma list or repeated (no GPU run)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                    help="seconds for all the sweeps together")
+    add_multicast_option(p)
     return p
 
 
@@ -309,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         gpus = usable_gpus(args.gpus, "tune")
         if not gpus:
             return 2
+        apply_multicast_option(args)
         try:
             result = measure(configs, gpus, args.timeout)
         except RuntimeError as exc:  # launch.LaunchError: a rank failed or the run timed out
