@@ -715,7 +715,7 @@ def test_parse_collectives_and_plans():
     with pytest.raises(ValueError, match="no method matches 'symm_mem_two_shot'"):
         bench.select_plan("symm_mem_two_shot", None, ["all_gather"])
     plan = bench.select_plan("all", "int4", ["all_to_all"])
-    assert plan["all_to_all"] == ["nccl", "symm_mem", "qr_passthrough", "qr_int4", "qr_auto_int4"]
+    assert plan["all_to_all"] == ["nccl", "nccl_symm", "symm_mem", "qr_passthrough", "qr_int4", "qr_auto_int4"]
 
 
 def test_bench_arguments(tmp_path):
