@@ -252,20 +252,57 @@ def _csv_list(s, allowed=None):
     return items
 
 
-def main(argv=None) -> int:
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {value}")
+    return value
+
+
+def parse_world_sizes(text: str) -> list[int]:
+    """A comma list of world sizes, each one the build supports (2.._C.MAX_WORLD_SIZE)."""
+    from quickreduce import _C
+
+    limit = int(_C.MAX_WORLD_SIZE)
+    sizes = []
+    for item in _csv_list(text):
+        try:
+            sizes.append(int(item))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r} is not a whole number") from None
+    bad = [w for w in sizes if not 2 <= w <= limit]
+    if not sizes or bad:
+        raise argparse.ArgumentTypeError(f"world sizes must be 2..{limit} (this build's limit), got {text!r}")
+    return sizes
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quickreduce accuracy", description=__doc__.split("\n")[0])
-    p.add_argument("--world-sizes", type=lambda s: [int(v) for v in _csv_list(s)], default=[2, 4, 8])
-    p.add_argument("--numel", type=int, default=1 << 20, help="elements per rank")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--codecs", type=lambda s: _csv_list(s, CODECS + EXTRA_CODECS), default=list(CODECS))
-    p.add_argument("--dtypes", type=lambda s: _csv_list(s, ALL_DTYPES), default=list(DTYPES))
+    p.add_argument("--world-sizes", type=parse_world_sizes, default=[2, 4, 8],
+                   help="comma list of ranks to simulate, each 2..8 (default 2,4,8)")
+    p.add_argument("--numel", type=positive_int, default=1 << 20, help="elements per rank (default 1048576)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--codecs", type=lambda s: _csv_list(s, CODECS + EXTRA_CODECS), default=list(CODECS),
+                   help=f"comma list from {','.join(CODECS + EXTRA_CODECS)} (default: all but lossless)")
+    p.add_argument("--dtypes", type=lambda s: _csv_list(s, ALL_DTYPES), default=list(DTYPES),
+                   help="comma list from bf16,fp16,fp32 (default bf16,fp16; fp32 with --collective only)")
     p.add_argument("--collective", choices=COLLECTIVES, default="all_reduce",
                    help="the segment collectives run on the CPU twin (one quantization a value)")
-    p.add_argument("--datasets", type=lambda s: _csv_list(s, DATASETS), default=list(DATASETS))
+    p.add_argument("--datasets", type=lambda s: _csv_list(s, DATASETS), default=list(DATASETS),
+                   help="comma list of data kinds: gaussian (N(0,1)), student_t (3 degrees of freedom: "
+                        "heavy tails), llm (Gaussian with 0.5%% outlier channels of 20-100x) (default: all)")
     p.add_argument("--device", choices=("cpu", "cuda", "oracle"), default="cpu",
                    help="cpu: the C++ twin; cuda: real GPUs (NCCL group); oracle: the numpy oracle")
     p.add_argument("--csv", metavar="PATH", help="also write the rows to a CSV file")
     p.add_argument("--markdown", action="store_true", help="print a GitHub-markdown table")
+    return p
+
+
+def main(argv=None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
 
     if args.collective != "all_reduce":
@@ -292,6 +329,9 @@ def main(argv=None) -> int:
     else:
         import torch
         ngpu = torch.cuda.device_count()
+        if not any(w <= ngpu for w in args.world_sizes):
+            p.error(f"--device cuda runs world size {min(args.world_sizes)} or more on as many GPUs; "
+                    f"found {ngpu} GPU(s) (--device cpu runs the CPU twin)")
         run = lambda jobs, w: _run_cuda(jobs, w, args.numel, args.seed)
 
     jobs = [(d, t, c) for d in args.datasets for t in args.dtypes for c in args.codecs]

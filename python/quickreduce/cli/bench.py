@@ -65,7 +65,8 @@ def build_parser(prog: str = "quickreduce bench") -> argparse.ArgumentParser:
     p.add_argument("--sizes", default=None,
                    help="START:END[:FACTOR] and/or a comma list, K/M/G suffixes (default 8K:1G; "
                         f"{SHARED_SIZES} with --shared-gpu); nccl-tests' size: the whole buffer")
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"],
+                   help="tensor dtype (default bf16; fp32 for the segment collectives)")
     p.add_argument("--methods", default="all",
                    help="comma list of names or patterns ('nccl,qr_*'); --list-methods shows them")
     p.add_argument("--codecs", default=None,
@@ -324,6 +325,9 @@ def run(config, gpus: int, timeout_s: float, shared_gpu: bool = False) -> dict[s
 
 
 def show_csv(path: str, plot_path: str | None) -> int:
+    if not Path(path).is_file():
+        print(f"quickreduce bench: --from-csv {path}: no such file", file=sys.stderr)
+        return 2
     rows = read_csv(path)
     if not rows:
         print(f"quickreduce bench: no rows in {path}", file=sys.stderr)

@@ -137,16 +137,21 @@ def _print(rows: list[dict], device: str) -> None:
               f"{r['decode_us']:10.1f} {r['decode_GBps']:7.0f} {r['round_trip_us']:9.1f} {ratio:>8}  ok")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quickreduce codec-speed", description=__doc__.split("\n\n")[0])
     p.add_argument("--numel", type=parse_size, default=parse_size("256M"),
                    help="values in the tensor (K/M/G suffixes; default 256M: 512 MB of bf16, ~10x the L2)")
-    p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16", help="tensor dtype (default bf16)")
     p.add_argument("--codecs", default=",".join(SCALED_CODECS),
                    help=f"comma-separated, from {','.join(SCALED_CODECS)}")
     p.add_argument("--calls", type=int, default=20, help="calls per captured graph")
-    p.add_argument("--replays", type=int, default=7)
+    p.add_argument("--replays", type=int, default=7, help="timed graph replays, median (default 7)")
     p.add_argument("--csv", help="write the rows here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     codecs = [c for c in args.codecs.split(",") if c]
     unknown = [c for c in codecs if c not in SCALED_CODECS]

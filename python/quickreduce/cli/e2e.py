@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     speed.add_argument("--warmup", type=int, default=None, help=f"untimed runs first (default {DEFAULTS['warmup']})")
     speed.add_argument("--decode-steps", type=int, default=None,
                        help=f"graph replays per timed decode sample (default {DEFAULTS['decode_steps']})")
-    speed.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    speed.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"], help="model dtype (default bf16)")
     speed.add_argument("--seed", type=int, default=0, help="seed of the random weights and prompts")
     speed.add_argument("--no-check", action="store_true", help="skip the token check")
     speed.add_argument("--check-only", action="store_true", help="run the token check and no timing")
@@ -245,6 +245,9 @@ def print_speed(rows: list[dict[str, Any]], result: dict[str, Any], shared_gpu: 
 def show_csv(path: str, plot_path: str | None) -> int:
     from quickreduce.e2e import report
 
+    if not Path(path).is_file():
+        print(f"quickreduce e2e: --from-csv {path}: no such file", file=sys.stderr)
+        return 2
     rows = report.read_csv(path)
     if not rows:
         print(f"quickreduce e2e: no rows in {path}", file=sys.stderr)

@@ -97,8 +97,12 @@ def collect() -> list[tuple[str, str]]:
     return lines
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog="quickreduce info", description=__doc__)
+
+
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="quickreduce info", description=__doc__).parse_args(argv)
+    build_parser().parse_args(argv)
     lines = collect()
     width = max(len(label) for label, _ in lines)
     for label, text in lines:

@@ -302,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     sizes_text = args.sizes
     if args.from_csv:
         paths = [p.strip() for value in args.from_csv for p in value.split(",") if p.strip()]
+        missing = [p for p in paths if not Path(p).is_file()]
+        if missing:
+            print(f"quickreduce tune: --from-csv {', '.join(missing)}: no such file", file=sys.stderr)
+            return 2
         result = result_from_csv(*paths)
         if result is None:
             return 2
