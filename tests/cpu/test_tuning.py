@@ -337,7 +337,7 @@ def test_auto_bound_stays_exact_where_the_segments_take_packets():
 # --------------------------------------------------------------------------- per-collective entries
 
 H100 = "NVIDIA H100 80GB HBM3"
-RESULTS = __import__("pathlib").Path(__file__).resolve().parents[2] / "bench" / "results" / "h100-x2"
+RESULTS = __import__("pathlib").Path(__file__).resolve().parents[2] / "results" / "h100-x2"
 # Errors as the family CSVs measure them (reduce-scatter, bf16): int6 and fp8 within the 10%
 # tolerance of each other, int4/int4h/fp4 too, and a rotated codec equal to its twin.
 SEGMENT_ERRORS = {"int8": 0.004, "fp8": 0.017, "int6": 0.0156, "int4": 0.069, "int4h": 0.069, "fp4": 0.072}
@@ -534,7 +534,7 @@ def test_tune_from_the_h100_csvs_builds_a_valid_table(tmp_path, monkeypatch):
     from quickreduce.cli import tune
     from quickreduce.cli.report import read_csv
 
-    files = [RESULTS / f"{name}.csv" for name in ("all-reduce-bf16", "family-bf16", "family-fp32")]
+    files = [RESULTS / f"{name}.csv" for name in ("bench", "family-bf16", "family-fp32")]
     out = tmp_path / "h100.json"
     assert tune.main(["--from-csv", ",".join(map(str, files[:2])), "--from-csv", str(files[2]),
                       "--out", str(out), "--no-cache"]) == 0
