@@ -17,6 +17,7 @@ void register_comm(nb::module_& m) {
   nb::exception<qr::CudaError>(m, "CudaError", base.ptr());
   nb::exception<qr::PeerTimeoutError>(m, "PeerTimeoutError", base.ptr());
   nb::exception<qr::CallMismatchError>(m, "CallMismatchError", base.ptr());
+  nb::exception<qr::SplitSizeError>(m, "SplitSizeError", base.ptr());
 
   m.attr("DTYPE_FLOAT16") = int(qr::DType::kFloat16);
   m.attr("DTYPE_BFLOAT16") = int(qr::DType::kBFloat16);
@@ -91,6 +92,13 @@ void register_comm(nb::module_& m) {
                    pdl, threads, even_splits, packet_max_bytes);
       }, "kind"_a, "in_ptr"_a, "out_ptr"_a, "dtype"_a, "codec"_a, "send_counts"_a, "recv_counts"_a, "stream"_a,
       "pdl"_a = false, "threads"_a = 0, "even_splits"_a = false, "packet_max_bytes"_a = SIZE_MAX)
+      .def("all_to_all_dynamic", [](qr::Communicator& c, uintptr_t in, uintptr_t out, uintptr_t send_counts,
+                                    uintptr_t recv_counts, int count_bytes, size_t row_values, size_t in_rows,
+                                    size_t capacity_rows, int dtype, int codec, uintptr_t stream, bool pdl) {
+        c.all_to_all_dynamic(in, out, send_counts, recv_counts, count_bytes, row_values, in_rows, capacity_rows,
+                             qr::DType(dtype), qr::CodecId(codec), stream, pdl);
+      }, "in_ptr"_a, "out_ptr"_a, "send_counts_ptr"_a, "recv_counts_ptr"_a, "count_bytes"_a, "row_values"_a, "in_rows"_a,
+      "capacity_rows"_a, "dtype"_a, "codec"_a, "stream"_a, "pdl"_a = false)
       .def("check", &qr::Communicator::check)
       .def("close", &qr::Communicator::close)
       .def_prop_ro("rank", &qr::Communicator::rank)

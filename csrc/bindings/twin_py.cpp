@@ -10,7 +10,9 @@
 
 #include "collectives/all_reduce/two_shot_layout.hpp"
 #include "codecs/codec_list.hpp"
+#include "collectives/exchange/dynamic_plan.hpp"
 #include "cpu/twin.hpp"
+#include "transport/workspace.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -177,6 +179,45 @@ void register_twin(nb::module_& m) {
     return result;
   }, "inputs"_a, "dtype"_a, "codec"_a, "splits"_a,
         "Emulated all-to-all of docs/codec-spec.md (splits[r][d]: values rank r sends rank d): each rank's output.");
+
+  m.def("dynamic_all_to_all_plan", [](const std::vector<std::vector<int64_t>>& counts, const std::vector<uint64_t>& in_rows,
+                                      const std::vector<uint32_t>& capacity) {
+    const size_t W = counts.size();
+    if (W < 2 || W > size_t(qr::kMaxWorldSize) || in_rows.size() != W || capacity.size() != W)
+      throw std::invalid_argument("need W in 2..8 rows of counts, W input row counts and W capacities");
+    constexpr int kS = qr::kMaxWorldSize;
+    uint32_t rows[kS * kS] = {}, moved[kS * kS] = {}, cap[kS] = {};
+    nb::list problems, cuts, announced;
+    for (size_t r = 0; r < W; ++r) {
+      if (counts[r].size() != W) throw std::invalid_argument("each row of counts needs W entries");
+      const qr::SendCountCheck c = qr::check_send_counts(counts[r].data(), int(W), in_rows[r], rows + r * kS);
+      problems.append(nb::make_tuple(int(c.problem), c.index, c.value));
+      // what rank r's size row says: its capacity beside its bad-counts bit
+      cap[r] = qr::info_capacity(qr::dynamic_info(capacity[r], c.problem != qr::CountProblem::kNone));
+    }
+    for (size_t me = 0; me < W; ++me) {
+      uint64_t total = 0;
+      cuts.append(qr::fit_to_capacity(rows, cap, int(W), kS, int(me), moved, &total));
+      announced.append(total);
+    }
+    nb::list rows_out, moved_out;
+    for (size_t s = 0; s < W; ++s) {
+      nb::list a, b;
+      for (size_t d = 0; d < W; ++d) a.append(rows[s * kS + d]), b.append(moved[s * kS + d]);
+      rows_out.append(a), moved_out.append(b);
+    }
+    nb::dict out;
+    out["rows"] = rows_out;
+    out["moved"] = moved_out;
+    out["problems"] = problems;
+    out["cut"] = cuts;
+    out["announced"] = announced;
+    return out;
+  }, "counts"_a, "in_rows"_a, "capacity"_a,
+        "The dynamic all-to-all's plan as every rank's kernel computes it (collectives/exchange/dynamic_plan.hpp): "
+        "counts[r][d] rows rank r asks to send rank d; rows (zeros from a rank whose counts are bad), moved "
+        "(what moves), problems[r] = (0 none / 1 negative / 2 sum above its rows, index, value), cut[d] (first "
+        "source cut short at rank d, W: none), announced[d] (rows sent to d in total).");
 
   m.def("fp32_all_reduce_chunk", &qr::fp32_all_reduce_chunk, "numel"_a, "world_size"_a,
         "Values per rank's chunk in the fp32 all-reduce: value i is reduced by rank i // chunk.");

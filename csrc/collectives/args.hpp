@@ -63,6 +63,14 @@ struct ExchangeArgs {
   uint64_t send_offset[kMaxWorldSize];  // first input element of that segment
   uint32_t recv_count[kMaxWorldSize];   // values this rank receives from rank s (checked when uneven)
   uint64_t recv_offset[kMaxWorldSize];  // first output element they go to
+  // The dynamic all-to-all (exchange_kernel<..., true>; dynamic_plan.hpp): the counts are rows in
+  // device tensors; send_count/send_offset/recv_count/recv_offset above are unused.
+  const void* dyn_send_counts;  // [W] int32 or int64: rows this rank sends each rank, read in the kernel
+  void* dyn_recv_counts;        // [W] the same type: rows each rank sent this one (written by CTA 0)
+  int dyn_count_bytes;          // 4 (int32) or 8 (int64)
+  uint32_t row_values;          // values a row
+  uint32_t in_rows;             // rows of the input
+  uint32_t capacity_rows;       // rows the output holds
 };
 static_assert(std::is_trivially_copyable_v<ExchangeArgs>, "kernel args are copied by value");
 

@@ -25,6 +25,9 @@ cudaError_t launch_fill_u32(uint32_t* ptr, size_t count, uint32_t value, cudaStr
 cudaError_t launch_two_shot(AllReduceArgs args, DType dtype, CodecId codec, cudaStream_t stream);
 // Segment collectives (exchange.cuh): any codec, dtypes fp16/bf16/fp32; threads in {128, 256, 512}.
 cudaError_t launch_exchange(const ExchangeArgs& args, DType dtype, CodecId codec, int threads, cudaStream_t stream);
+// The dynamic all-to-all (all_to_all_dynamic.cu): sizes_cross set, the dyn_* fields filled.
+cudaError_t launch_exchange_dynamic(const ExchangeArgs& args, DType dtype, CodecId codec, int threads,
+                                    cudaStream_t stream);
 // Small even segments, passthrough (packets.cuh): even_count * dtype bytes <= layout.packet_vectors * 16.
 cudaError_t launch_exchange_packets(const ExchangeArgs& args, DType dtype, cudaStream_t stream);
 

@@ -117,7 +117,9 @@ void Communicator::open_peers(const std::vector<std::string>& handles) {
 void Communicator::require_usable() const {
   if (closed_) throw Error("communicator is closed");
   if (!peers_open_) throw Error("peer handles are not set: call open_peers/set_comm_handles first");
-  if (broken_) throw PeerTimeoutError("communicator is broken by an earlier peer timeout; create a new one");
+  if (broken_)
+    throw PeerTimeoutError("communicator is broken by an earlier error (a peer timeout, a call mismatch or bad split "
+                           "sizes); create a new one");
 }
 
 void Communicator::check() {
@@ -125,6 +127,27 @@ void Communicator::check() {
   volatile ErrorRecord* r = record_host_;
   if (r->code == uint32_t(ErrorCode::kOk)) return;
   broken_ = true;
+  if (r->code == uint32_t(ErrorCode::kBadCounts)) {
+    const std::string rank = std::to_string(r->rank), peer = std::to_string(r->peer);
+    const std::string seen = std::to_string(int64_t(uint64_t(r->seen_high) << 32 | r->seen));
+    const std::string expected = std::to_string(r->expected);
+    const char* unusable = " (the communicator is unusable from now on; create a new one)";
+    if (r->phase == kPhaseCountNegative)
+      throw SplitSizeError("all_to_all_dynamic: rank " + rank + "'s input_split_sizes[" + peer + "] is " + seen +
+                           " (negative); rank " + rank + " sent no rows in that call" + unusable);
+    if (r->phase == kPhaseCountSum)
+      throw SplitSizeError("all_to_all_dynamic: rank " + rank + "'s input_split_sizes add up to " + seen +
+                           " rows, more than its input's " + expected + " rows; rank " + rank +
+                           " sent no rows in that call" + unusable);
+    if (r->phase == kPhaseCountCapacity)
+      throw SplitSizeError("all_to_all_dynamic: the ranks sent rank " + rank + " " + seen +
+                           " rows, more than its output's capacity of " + expected +
+                           " rows; it kept them in rank order up to the capacity (rank " + peer +
+                           "'s cut short, later ranks' dropped) and output_split_sizes counts the rows kept" + unusable);
+    throw SplitSizeError("all_to_all_dynamic: rank " + rank + " received no rows from rank " + peer + ", whose input_split_sizes "
+                         "were bad (a negative count, or more rows than its input); rank " + peer + "'s error names them" +
+                         unusable);
+  }
   if (r->code == uint32_t(ErrorCode::kMismatch))
   {
     if (r->phase == kPhaseExchangeSizes)
@@ -278,6 +301,43 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
   if (threads != 128 && threads != 256 && threads != 512) throw std::invalid_argument("exchange threads must be 128, 256 or 512");
   args.signature = exchange_signature(kind, args.sizes_cross ? 0 : send_counts[0], dtype, codec, threads);
   QR_CUDA_CHECK(launch_exchange(args, dtype, codec, threads, reinterpret_cast<cudaStream_t>(stream)));
+}
+
+void Communicator::all_to_all_dynamic(uintptr_t in, uintptr_t out, uintptr_t send_counts, uintptr_t recv_counts,
+                                      int count_bytes, size_t row_values, size_t in_rows, size_t capacity_rows,
+                                      DType dtype, CodecId codec, uintptr_t stream, bool pdl) {
+  require_usable();
+  check();
+  if (count_bytes != 4 && count_bytes != 8) throw std::invalid_argument("split sizes must be int32 or int64");
+  if (send_counts == 0 || recv_counts == 0 || send_counts % count_bytes || recv_counts % count_bytes)
+    throw std::invalid_argument("split sizes must be device tensors of W aligned int32 or int64 counts");
+  if (row_values == 0) throw std::invalid_argument("rows must hold at least one value");
+  if (in_rows > UINT32_MAX / row_values || capacity_rows > UINT32_MAX / row_values)
+    throw std::invalid_argument("a tensor of more than 2^32 - 1 values");
+  const size_t elem = size_t(dtype_bytes(dtype));
+  const size_t bytes = std::max(in_rows, capacity_rows) * row_values * elem;
+  if (bytes > max_bytes_)
+    throw std::invalid_argument("message of " + std::to_string(bytes) + " bytes (the larger of the input and the output's "
+                                "capacity) exceeds max_size " + std::to_string(max_bytes_));
+  if (in % 16 || out % 16) throw std::invalid_argument("input and output must be 16-byte aligned");
+  ExchangeArgs args{};
+  fill_common(args, in, out, pdl);
+  args.kind = int(ExchangeKind::kAllToAll);
+  args.sizes_cross = 1;
+  args.aligned = (row_values * elem) % 16 == 0 ? 1 : 0;  // every segment starts at a whole row
+  args.dyn_send_counts = reinterpret_cast<const void*>(send_counts);
+  args.dyn_recv_counts = reinterpret_cast<void*>(recv_counts);
+  args.dyn_count_bytes = count_bytes;
+  args.row_values = uint32_t(row_values);
+  args.in_rows = uint32_t(in_rows);
+  args.capacity_rows = uint32_t(capacity_rows);
+  if (codec == CodecId::kLossless) codec = CodecId::kPassthrough;  // the same bits, the same wire here
+  const int threads = exchange_threads(ExchangeKind::kAllToAll, 0);
+  // Another call than the host-sized all-to-all (ranks must agree on it), and rows of another
+  // length are another call too.
+  args.signature = call_signature(row_values, dtype, codec, Algo(0x100 + 3 * 0x1000 + threads));
+  DeviceGuard guard(device_);
+  QR_CUDA_CHECK(launch_exchange_dynamic(args, dtype, codec, threads, reinterpret_cast<cudaStream_t>(stream)));
 }
 
 void Communicator::close() {

@@ -60,7 +60,17 @@ class Communicator {
   void exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DType dtype, CodecId codec,
                 const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts, uintptr_t stream,
                 bool pdl = false, int threads = 0, bool even_splits = false, size_t packet_max_bytes = SIZE_MAX);
-  // Throws PeerTimeoutError or CallMismatchError if a kernel recorded a timeout or a mismatch.
+  // The dynamic all-to-all (collectives/exchange/dynamic_plan.hpp): rows of row_values values; in
+  // holds in_rows rows, out capacity_rows. send_counts/recv_counts: device pointers to W int32
+  // (count_bytes 4) or int64 (8) row counts, read (this rank's rows for each rank, in rank order)
+  // and written (the rows received from each rank, in rank order in out) by the kernel; the host
+  // never reads them. Bad counts are reported through the error record (SplitSizeError), never
+  // followed past a buffer. Every rank passes the same row_values, dtype and codec.
+  void all_to_all_dynamic(uintptr_t in, uintptr_t out, uintptr_t send_counts, uintptr_t recv_counts, int count_bytes,
+                          size_t row_values, size_t in_rows, size_t capacity_rows, DType dtype, CodecId codec,
+                          uintptr_t stream, bool pdl = false);
+  // Throws PeerTimeoutError, CallMismatchError or SplitSizeError if a kernel recorded a timeout, a
+  // mismatch or bad dynamic all-to-all counts.
   void check();
   void close();
 

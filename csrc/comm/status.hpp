@@ -36,6 +36,13 @@ class CallMismatchError : public Error {
   using Error::Error;
 };
 
+// A dynamic all-to-all's device split sizes were bad (negative, more rows than the input, more
+// than the output's capacity); the call finished without them (Communicator::all_to_all_dynamic).
+class SplitSizeError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace qr
 
 #define QR_CUDA_CHECK(expr) ::qr::cuda_check((expr), #expr, __FILE__, __LINE__)

@@ -14,7 +14,7 @@
 //   [ag_data]   [src][tile] encoded reduced slices broadcast by their owners
 //   [xc_flags]  [slice][src] u64 {epoch, call signature}: "src's group starting at this slice landed"
 //               (reduce-scatter, all-gather, all-to-all: collectives/exchange/exchange.cuh)
-//   [xc_sizes]  [CTA][src] SizeRow: the values src sends each rank (uneven all-to-all only)
+//   [xc_sizes]  [CTA][src] SizeRow: the values src sends each rank (uneven and dynamic all-to-all)
 //   [xc_data]   [src][slice] encoded segments pushed to this rank, lower sources first
 //   [xp_data]   [3 buffers][src][vector] 16-byte vectors of small segments (exchange/packets.cuh);
 //               "empty" = every byte 0xFF, a NaN real data is never sent as
@@ -92,7 +92,7 @@ struct ControlBlock {
   uint32_t two_shot_epoch;  // advanced by the last CTA of each two-shot call
   uint32_t two_shot_done;   // CTAs finished in the current two-shot call
   uint32_t abort;           // set by the first wait that times out; later calls return at once
-  uint32_t pad;
+  uint32_t count_error;     // set by the first bad-counts report (dynamic all-to-all); no call stops for it
   uint32_t one_shot_epoch[kOneShotBlocks];      // per CTA, advanced by that CTA
   uint32_t one_shot_prev_vectors[kOneShotBlocks];  // vectors of that CTA's previous call, to clear
   // Written by peers: {epoch, call signature} of their one-shot call, per CTA, epoch parity and
@@ -118,9 +118,9 @@ struct ControlBlock {
 constexpr int kExchangeMaxBlocks = 2048;
 // One rank's send sizes for one call, as a peer's CTA receives them (uneven all-to-all).
 struct SizeRow {
-  uint32_t count[kMaxWorldSize];  // values the sender sends each rank
+  uint32_t count[kMaxWorldSize];  // values the sender sends each rank (dynamic all-to-all: rows)
   uint64_t flag;                  // {epoch, call signature}, released after the counts
-  uint64_t pad;
+  uint64_t info;                  // dynamic all-to-all: the sender's capacity and bad-counts bit (dynamic_plan.hpp)
 };
 // Largest wire slice of any codec: fp32 passthrough, 512 threads x 8 values x 4 bytes.
 constexpr size_t kMaxWireSliceBytes = size_t(kTwoShotMaxThreads) * 8 * 4;

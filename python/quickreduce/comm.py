@@ -10,11 +10,12 @@ from typing import Optional, Sequence
 
 import torch
 
-from . import _C, codecs, collectives, config, ops
+from . import _C, codecs, collectives, config, moe, ops
 
 QuickReduceError = _C.QuickReduceError
 PeerTimeoutError = _C.PeerTimeoutError
 CallMismatchError = _C.CallMismatchError
+SplitSizeError = _C.SplitSizeError
 CudaError = _C.CudaError
 
 _DTYPE_IDS = {torch.float16: _C.DTYPE_FLOAT16, torch.bfloat16: _C.DTYPE_BFLOAT16}
@@ -302,6 +303,31 @@ class Communicator:
                 x, self._handle, codec, None if output_split_sizes is None else [int(s) for s in output_split_sizes],
                 None if input_split_sizes is None else [int(s) for s in input_split_sizes])
         return collectives.all_to_all(self, x, out, codec, output_split_sizes, input_split_sizes)
+
+    def all_to_all_dynamic(self, x: torch.Tensor, input_split_sizes: torch.Tensor, out: Optional[torch.Tensor] = None,
+                           output_split_sizes: Optional[torch.Tensor] = None, *, capacity: Optional[int] = None,
+                           codec: Optional[str] = None):
+        """``all_to_all`` with the split sizes on the GPU: send rows ``input_split_sizes[d]`` of ``x`` (dim 0,
+        in rank order; an int32 or int64 CUDA tensor of ``world_size`` counts) to rank d; rank s's rows land
+        in ``out`` in rank order and the kernel writes their counts into ``output_split_sizes`` (same dtype).
+        Returns ``(out, output_split_sizes)``. The host never reads the counts: no synchronization, and a
+        captured CUDA graph replays with the counts the device holds at each replay.
+
+        ``out`` has ``capacity`` rows (default: ``out.shape[0]``, or ``world_size * x.shape[0]`` when ``out`` is
+        not given); rows past ``sum(output_split_sizes)`` are not written (zeros in the ``out=None`` form, whose
+        output is new). Counts that are negative, add up
+        to more rows than ``x`` has, or send a rank more rows than its capacity are never followed past a
+        buffer: the call ends on every rank and the next call (or ``check()``) raises ``SplitSizeError``
+        naming the rank and the case (docs/moe.md). For counts that fit, the output equals
+        ``all_to_all(x, output_split_sizes=..., input_split_sizes=...)`` bit for bit, every codec. With
+        ``out=None`` and ``output_split_sizes=None`` this is ``torch.ops.quickreduce.all_to_all_dynamic``
+        (torch.compile traces it).
+        """
+        if out is None and output_split_sizes is None and isinstance(x, torch.Tensor) and \
+                isinstance(input_split_sizes, torch.Tensor):
+            cap = self.world_size * (x.shape[0] if x.dim() else 1) if capacity is None else capacity
+            return torch.ops.quickreduce.all_to_all_dynamic(x, input_split_sizes, self._handle, cap, codec)
+        return moe.all_to_all_dynamic(self, x, input_split_sizes, out, output_split_sizes, capacity, codec)
 
     def all_reduce_add_rmsnorm(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                                eps: float = 1e-6, codec: Optional[str] = None, out: Optional[torch.Tensor] = None,

@@ -20,10 +20,15 @@
 // All-to-all (even or not): the sizes cross the link before the data (a SizeRow per CTA and source);
 // a receiver whose expected count disagrees with what the sender says reports a mismatch.
 // Epochs: one per call, advanced by the last CTA to finish; flags of older calls hold older epochs.
+// Dynamic all-to-all (kDynamic): the split sizes are rows in a device tensor. Every CTA reads them,
+// sends them in its size rows with its output capacity, and computes the plan of dynamic_plan.hpp
+// (bad counts send nothing, each receiver keeps its sources in rank order up to its capacity);
+// CTA 0 writes the rows received from each rank and reports bad counts through the error record.
 #pragma once
 
 #include "codecs/codec_list.hpp"
 #include "collectives/args.hpp"
+#include "collectives/exchange/dynamic_plan.hpp"
 #include "transport/bulk_copy.cuh"
 #include "transport/lane_io.cuh"
 #include "transport/lanes.cuh"
@@ -89,7 +94,26 @@ constexpr size_t kExchangeStageBytes = SliceLayout<Wire>::make(size_t(kTwoShotMa
 template <class Wire>
 constexpr int kExchangeStageSlots = kExchangeStageBytes<Wire> > 8192 ? 2 : 4;
 
-template <class Codec, DType T>
+// Records bad dynamic all-to-all counts (the first report wins; never after a timeout's). It sets
+// no abort word: the call and later calls run on, without the bad counts.
+__device__ __forceinline__ void report_count_error(ControlBlock* ctrl, ErrorRecord* record, int rank, int peer,
+                                                   uint32_t expected, int64_t seen, uint32_t phase) {
+  if (*reinterpret_cast<volatile uint32_t*>(&ctrl->abort) != 0u) return;
+  if (atomicCAS(&ctrl->count_error, 0u, 1u) != 0u) return;
+  volatile ErrorRecord* r = record;
+  r->rank = rank;
+  r->peer = peer;
+  r->block = blockIdx.x;
+  r->expected = expected;
+  r->seen = uint32_t(uint64_t(seen));
+  r->seen_high = uint32_t(uint64_t(seen) >> 32);
+  r->phase = phase;
+  __threadfence_system();
+  r->code = uint32_t(ErrorCode::kBadCounts);
+  __threadfence_system();
+}
+
+template <class Codec, DType T, bool kDynamic = false>
 __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(ExchangeArgs a) {
   using Wire = WireCodec<Codec, T>;
   using IO = LaneIO<Wire, scale_dtype(T)>;
@@ -106,11 +130,15 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   __shared__ size_t s_base_in[kMaxWorldSize];   // where source s's slots start in mine
   __shared__ uint32_t s_epoch, s_prev;
   __shared__ int s_failed;
+  // kDynamic: every rank's capacity and bad-counts bit; where my segments start in `in` and where
+  // each source's start in `out` (values)
+  __shared__ uint64_t s_info[kMaxWorldSize];
+  __shared__ size_t s_send_at[kMaxWorldSize], s_recv_at[kMaxWorldSize];
 
   grid_dependency_wait();
   grid_dependents_launch();
   const int W = a.world_size, me = a.rank, lane = threadIdx.x;
-  const auto kind = ExchangeKind(a.kind);
+  const auto kind = kDynamic ? ExchangeKind::kAllToAll : ExchangeKind(a.kind);
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[me] + a.layout.control);
   auto peer_ctrl = [&](int d) { return reinterpret_cast<ControlBlock*>(a.workspaces[d] + a.layout.control); };
   if (lane == 0) {
@@ -119,9 +147,24 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     s_prev = prev;
     s_epoch = prev >= kEpochPeriod ? 1u : prev + 1u;
   }
-  for (int i = lane; i < W * W; i += blockDim.x) {
-    const int s = i / W, d = i % W;
-    s_count[s][d] = a.sizes_cross ? (s == me ? a.send_count[d] : 0u) : a.even_count;
+  if constexpr (kDynamic) {  // my rows for each rank, checked (s_count holds rows until the plan)
+    if (lane == 0) {
+      int64_t counts[kMaxWorldSize];
+      for (int d = 0; d < W; ++d)
+        counts[d] = a.dyn_count_bytes == 8 ? static_cast<const int64_t*>(a.dyn_send_counts)[d]
+                                           : int64_t(static_cast<const int32_t*>(a.dyn_send_counts)[d]);
+      const SendCountCheck c = check_send_counts(counts, W, a.in_rows, s_count[me]);
+      s_info[me] = dynamic_info(a.capacity_rows, c.problem != CountProblem::kNone);
+      if (blockIdx.x == 0 && c.problem == CountProblem::kNegative)
+        report_count_error(ctrl, a.record, me, c.index, 0u, c.value, kPhaseCountNegative);
+      else if (blockIdx.x == 0 && c.problem == CountProblem::kSumAboveRows)
+        report_count_error(ctrl, a.record, me, me, a.in_rows, c.value, kPhaseCountSum);
+    }
+  } else {
+    for (int i = lane; i < W * W; i += blockDim.x) {
+      const int s = i / W, d = i % W;
+      s_count[s][d] = a.sizes_cross ? (s == me ? a.send_count[d] : 0u) : a.even_count;
+    }
   }
   __syncthreads();
   if (s_failed) return;
@@ -143,7 +186,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   if (a.sizes_cross && lane < W - 1) {
     auto* rows = reinterpret_cast<SizeRow*>(a.workspaces[peer] + a.layout.xc_sizes);
     SizeRow* out_row = rows + size_t(blockIdx.x) * W + me;
-    for (int d = 0; d < W; ++d) out_row->count[d] = a.send_count[d];
+    if constexpr (kDynamic) {
+      for (int d = 0; d < W; ++d) out_row->count[d] = s_count[me][d];
+      out_row->info = s_info[me];
+    } else {
+      for (int d = 0; d < W; ++d) out_row->count[d] = a.send_count[d];
+    }
     st_release_sys(&out_row->flag, flag_word(epoch, a.signature));
     SizeRow* in_row = reinterpret_cast<SizeRow*>(a.workspaces[me] + a.layout.xc_sizes) + size_t(blockIdx.x) * W + peer;
     uint64_t seen;
@@ -155,7 +203,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       s_failed = 1;
     } else {
       for (int d = 0; d < W; ++d) s_count[peer][d] = ld_cg_u32(&in_row->count[d]);
-      if (s_count[peer][me] != a.recv_count[peer]) {  // it sends what I do not expect
+      if constexpr (kDynamic) {
+        const uint2 info = ld_cg_u64(&in_row->info);
+        s_info[peer] = uint64_t(info.y) << 32 | info.x;
+      } else if (s_count[peer][me] != a.recv_count[peer]) {  // it sends what I do not expect
         report_error(w, ErrorCode::kMismatch, peer, a.recv_count[peer], s_count[peer][me], kPhaseExchangeSizes);
         s_failed = 1;
       }
@@ -163,6 +214,53 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   }
   __syncthreads();
   if (s_failed) return;
+
+  // 2b. Dynamic: the plan every CTA of every rank computes alike (dynamic_plan.hpp), as values.
+  if constexpr (kDynamic) {
+    if (lane == 0) {
+      uint32_t capacity[kMaxWorldSize], moved[kMaxWorldSize * kMaxWorldSize];
+      for (int d = 0; d < W; ++d) capacity[d] = info_capacity(s_info[d]);
+      uint64_t announced = 0;
+      const int cut = fit_to_capacity(&s_count[0][0], capacity, W, kMaxWorldSize, me, moved, &announced);
+      size_t send_at = 0, recv_at = 0;
+      for (int d = 0; d < W; ++d) {  // my input: the rows I announced, consecutive in rank order
+        s_send_at[d] = send_at * a.row_values;
+        send_at += s_count[me][d];
+      }
+      for (int s = 0; s < W; ++s) {  // my output: what each source moves, in rank order
+        s_recv_at[s] = recv_at * a.row_values;
+        recv_at += moved[s * kMaxWorldSize + me];
+      }
+      if (blockIdx.x == 0) {
+        for (int s = 0; s < W; ++s) {
+          const uint32_t n = moved[s * kMaxWorldSize + me];
+          if (a.dyn_count_bytes == 8)
+            static_cast<int64_t*>(a.dyn_recv_counts)[s] = int64_t(n);
+          else
+            static_cast<int32_t*>(a.dyn_recv_counts)[s] = int32_t(n);
+        }
+        if (cut < W) report_count_error(ctrl, a.record, me, cut, a.capacity_rows, int64_t(announced), kPhaseCountCapacity);
+        for (int s = 0; s < W; ++s)
+          if (s != me && info_bad(s_info[s])) {
+            report_count_error(ctrl, a.record, me, s, 0u, 0, kPhaseCountPeer);
+            break;
+          }
+      }
+      for (int s = 0; s < W; ++s)
+        for (int d = 0; d < W; ++d) s_count[s][d] = moved[s * kMaxWorldSize + d] * a.row_values;
+    }
+    __syncthreads();
+  }
+  // Where my segment for rank d starts in `in`, its values, and where source s's start in `out`.
+  auto send_at = [&](int d) -> size_t {
+    if constexpr (kDynamic) return s_send_at[d]; else return a.send_offset[d];
+  };
+  auto send_n = [&](int d) -> uint32_t {
+    if constexpr (kDynamic) return s_count[me][d]; else return a.send_count[d];
+  };
+  auto recv_at = [&](int s) -> size_t {
+    if constexpr (kDynamic) return s_recv_at[s]; else return a.recv_offset[s];
+  };
 
   // 3. The plan, the same on every rank: slices per segment, this CTA's range, slot offsets.
   const size_t S = size_t(blockDim.x) * kLaneValues;
@@ -231,20 +329,20 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         if (i >= slices(me, d)) continue;
         float v[kLaneValues];
         Packed p;
-        load_values<T>(a.in, a.send_offset[d] + i * S + lane_at, valid_in(i, a.send_count[d]), vec, v);
+        load_values<T>(a.in, send_at(d) + i * S + lane_at, valid_in(i, send_n(d)), vec, v);
         if constexpr (kRotated) rotate_lane(v);
         const uint16_t scale = IO::encode(v, p);
         send_slice(p, scale, 1, [&](int) { return slot_at(d, i); });
       }
       if (kind == ExchangeKind::kAllToAll && i < slices(me, me)) {  // my own segment: decoded payload
-        const uint32_t n = a.send_count[me];
+        const uint32_t n = send_n(me);
         float v[kLaneValues];
         Packed p;
-        load_values<T>(a.in, a.send_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
+        load_values<T>(a.in, send_at(me) + i * S + lane_at, valid_in(i, n), vec, v);
         if constexpr (kRotated) rotate_lane(v);
         IO::encode_keep(v, p);
         if constexpr (kRotated) unrotate_lane(v);
-        store_values<T>(a.out, a.recv_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
+        store_values<T>(a.out, recv_at(me) + i * S + lane_at, valid_in(i, n), vec, v);
       }
     }
   };
@@ -306,7 +404,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         float v[kLaneValues];
         decode_from(s, i, v);
         if constexpr (kRotated) unrotate_lane(v);
-        store_values<T>(a.out, a.recv_offset[s] + i * S + lane_at, valid_in(i, s_count[s][me]), vec, v);
+        store_values<T>(a.out, recv_at(s) + i * S + lane_at, valid_in(i, s_count[s][me]), vec, v);
       }
     }
     return true;
