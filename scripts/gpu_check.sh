@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build for sm_90 on all cores, run the GPU tests, then the benchmark.
 # Logs go under $OUT (the device tool brings them back). Usage: bash scripts/gpu_check.sh [stage...]
-# stages: build tests shared codecs cputests sanitize timing phases peers tune bench family epilogue e2e
+# stages: build tests shared codecs cputests sanitize timing phases peers tune bench family epilogue moe e2e
 #         examples wheels wheel:NAME so:NAME fold (default: build tests bench)
 # (`timing` and `phases` run lab/ dev tools: lab/scripts/dev_timing.py, lab/scripts/phase_timers.py)
 # A/B of builds in one call (machine-to-machine noise is ~0.3 us at small sizes): build wheels here
@@ -73,6 +73,12 @@ for stage in $stages; do
         python3 -m quickreduce.cli bench --no-multicast --epilogue add_rmsnorm --hidden "$hidden" --sizes "${EPILOGUE_SIZES:-8K:64M:4}" \
           --csv "$OUT/epilogue-h$hidden.csv" 2>&1 | tee "$OUT/epilogue-h$hidden.log"
       done ;;
+    moe)  # the dynamic all-to-all: its GPU tests (MOE_WORLD ranks, default every GPU; shared-GPU mode when
+      # QR_TEST_SHARED_GPU=1), then the MoE layer bench (MOE_ARGS, e.g. "--model mixtral --tokens 1,256")
+      QR_TEST_WORLD_SIZE=${MOE_WORLD:-$(nvidia-smi -L | wc -l)} python3 -m pytest -q -s \
+        tests/gpu/test_all_to_all_dynamic_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/moe-tests.log" | tail -30
+      [ "${MOE_BENCH:-1}" = 1 ] && python3 -m quickreduce.cli bench moe ${MOE_ARGS:-} --csv "$OUT/moe.csv" 2>&1 \
+        | tee "$OUT/moe-bench.log" | tail -60 ;;
     e2e)  # a tensor-parallel decoder per provider (E2E_ARGS: e.g. --model llama3-70b --layers 4)
       python3 -m quickreduce.cli e2e --no-multicast ${E2E_ARGS:---layers 4} --csv "$OUT/e2e.csv" --no-plot 2>&1 | tee "$OUT/e2e.log" ;;
     examples)  # examples/*.py as their docstrings say to run them (torchrun, 2 GPUs)

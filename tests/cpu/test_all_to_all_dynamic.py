@@ -508,3 +508,42 @@ def test_dispatch_layout():
     assert order.tolist() == [0, 3, 5, 1, 2, 4]
     with pytest.raises(ValueError, match="evenly"):
         moe.dispatch_layout(ids, 6, 4)
+
+
+def test_bench_layer_flow(node):
+    """The bench's MoE layer (cli/moe_bench.py Layer.forward_dynamic: router, dispatch, stand-in expert,
+    combine, weighted sum) on simulated ranks: every pair comes back doubled, so the output is
+    2 * x * (sum of the top-k weights), the router's counts change with the step."""
+    from quickreduce.cli import moe_bench
+    W, T = 2, 6
+    comms = node(W)
+
+    def body(c, r):
+        layer = moe_bench.Layer(r, W, "mixtral", T, "heavy", 3, device=torch.device("cpu"), shape=(16, 8, 2))
+        layer.comm = c
+        layer.allocate(W * T * 2)
+        outs, sends = [], []
+        for _ in range(3):
+            step = int(layer.step)
+            weights, ids = layer.route()
+            layer.step.fill_(step)
+            sends.append(moe.dispatch_layout(ids, 8, W)[1].tolist())
+            outs.append((layer.forward_dynamic("bf16"), weights))
+        return layer.x, outs, sends
+
+    for x, outs, sends in on_every_rank(comms, body):
+        for out, weights in outs:
+            want = (x.float().unsqueeze(1) * 2 * weights.unsqueeze(-1)).sum(1).to(torch.bfloat16)
+            assert torch.equal(out.view(torch.int16), want.view(torch.int16))
+        assert sum(map(sum, sends)) == 3 * T * 2
+
+
+def test_bench_moe_cli_parsing():
+    from quickreduce.cli import moe_bench
+    c = moe_bench.config_from(moe_bench.build_parser().parse_args(
+        ["--tokens", "1,256", "--model", "mixtral", "--a2a-sizes", "8K,256M", "--methods", "qr_graph:fp8,nccl"]))
+    assert c.tokens == [1, 256] and c.models == ["mixtral"] and c.a2a_sizes == [8192, 256 << 20]
+    assert c.methods == ["qr_graph:fp8", "nccl"]
+    for bad in (["--model", "llama"], ["--skew", "extreme"], ["--methods", "gloo"], ["--part", "all"]):
+        with pytest.raises(ValueError):
+            moe_bench.config_from(moe_bench.build_parser().parse_args(bad))

@@ -215,6 +215,9 @@ def default_csv_path(tag: str, collectives: list[str], shared_gpu: bool,
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["moe"]:  # `quickreduce bench moe`: cli/moe_bench.py
+        from . import moe_bench
+        return moe_bench.main((sys.argv[1:] if argv is None else argv)[1:])
     args = build_parser().parse_args(argv)
     try:
         collectives = parse_collectives(args.collective)
