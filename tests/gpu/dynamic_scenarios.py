@@ -115,7 +115,7 @@ def dynamic_vs_host_sized(rank, world_size):
                     out = torch.full((W * rows, row), SENTINEL, dtype=dtype, device="cuda")
                     recv = torch.full((W,), -1, dtype=cdt, device="cuda")
                     comm.all_to_all_dynamic(xs[rank], send, out, recv, codec=codec)
-                    host = comm.all_to_all(xs[rank], codec=codec, input_split_sizes=counts[rank],
+                    host = comm.all_to_all(xs[rank][:sum(counts[rank])], codec=codec, input_split_sizes=counts[rank],
                                            output_split_sizes=[counts[s][rank] for s in range(W)])
                     torch.cuda.synchronize()
                     comm.check()
