@@ -5,11 +5,11 @@ breakpoints. Each breakpoint covers sizes up to `max_bytes` (inclusive; null = n
 
 - `lossless`: the fastest exact method there, one of "one_shot", "two_shot", "nccl", or
   ["two_shot", "lossless"] (the two-shot with the lossless bf16 packing: the same bits, fewer bytes);
-- `lossy`: for each codec bound, the fastest [algo, codec] whose error is at most that codec's
-  error. A bound missing here means no lossy method beat the lossless one at these sizes.
+- `lossy`: for each codec bound, the fastest [algo, codec] at least as accurate as that codec
+  (`admits`). A bound missing here means no lossy method beat the lossless one at these sizes.
 
     {"format": 2, "gpu": "h200", "world_size": 2, "measured": true, "note": "...",
-     "codec_error_order": ["fp16", "int8", "fp8", "int6", "int4", "fp4"],
+     "codec_error_order": ["fp16", "int8", "int6h", "fp8", "int6", "int4h", "fp4", "int4"],
      "dtypes": {"bf16": [{"max_bytes": 1048575, "lossless": "one_shot", "lossy": {}},
                          {"max_bytes": null, "lossless": "two_shot",
                           "lossy": {"int4": ["two_shot", "int4"], ...}}]}}
@@ -24,6 +24,13 @@ choice and a bound missing from it means the passthrough won:
      "collectives": {"reduce_scatter": {"bf16": [{"max_bytes": 3145727, "lossy": {}},
                                                  {"max_bytes": null, "lossy": {"int4": "int4h", ...}}]}}
 
+What "at least as accurate" means is the same for every table and machine: `admits` reads the
+relative errors in tuned/codec_accuracy.json (every collective, data kind, dtype and world size,
+measured on the CPU twin, which is bit-exact with the kernels; `quickreduce accuracy --accuracy-json`
+writes it), and a codec stands in for a bound only where its error is at most the bound's in every
+one of them. `choose` and `choose_collective` check a table's choice against the same rule, so a
+table built by an older rule (a user's cache) never runs a less accurate codec than the bound asked for.
+
 `load_table` looks in: $QUICKREDUCE_TUNE_FILE, the user cache written by `quickreduce tune`
 (~/.cache/quickreduce/tune-<gpu>-w<ws>-<driver>.json), the defaults shipped in
 quickreduce/tuned/<gpu>-w<ws>.json, and last a conservative table built here.
@@ -32,6 +39,7 @@ This module needs neither torch nor the extension, so it is tested on CPU.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -49,21 +57,13 @@ ALGOS = ("one_shot", "two_shot", "nccl")
 PASSTHROUGH = ("fp16", "bf16", "fp32")  # each names the exact passthrough in the tensor's own dtype
 LOSSLESS_CODEC = "lossless"  # packs bf16 without changing a bit: an exact method, not a lossy one
 EXACT_CODECS = PASSTHROUGH + (LOSSLESS_CODEC,)
-# Most to least accurate when nothing was measured. fp8 before int6: on LLM-like activations with
-# outlier channels fp8's error is ~8x lower (README accuracy table); on Gaussian data int6 is
-# slightly better, which a measured table records. int4 and fp4 are about equal.
-# The rotated codecs rank above their plain ones: at least as accurate on every data set measured
-# (README accuracy table, all-reduce W=2/4/8: Gaussian 0.99-1.00x, student-t 0.62-0.69x, outlier
-# channels of 20-100x 0.27x (int6h) and 0.73-0.77x (int4h)) and on a real model (README "End to
-# end": int4h +9-16% perplexity where int4 is +29-37%). (With outlier channels of 100x alone, int4h
-# was 1.16x int4 in session 13's table: large isolated outliers are int4h's weak case.)
-DEFAULT_CODEC_ERROR_ORDER = ("fp16", "int8", "fp8", "int6h", "int6", "int4h", "int4", "fp4")
-# Two codecs whose measured errors differ by less than this count as equally accurate.
-ERROR_TOLERANCE = 0.10
-# The Hadamard-rotated codecs. tune measures on Gaussian data, where a rotated codec's error equals
-# its plain twin's: what the rotation buys (outlier channels) does not show there, see `admits`.
-ROTATED_CODECS = ("int6h", "int4h")
+# Most to least accurate by each codec's worst relative error over tuned/codec_accuracy.json (a
+# linear order for display and for tables that name none). It is no rule of what a bound admits:
+# accuracy is a partial order over data kinds (int8 is 4x more accurate than fp8 on Gaussian
+# data, fp8 2x more accurate than int8 with outlier channels), see `admits`.
+DEFAULT_CODEC_ERROR_ORDER = ("fp16", "int8", "int6h", "fp8", "int6", "int4h", "fp4", "int4")
 TUNED_DIR = Path(__file__).resolve().parent / "tuned"
+ACCURACY_FILE = TUNED_DIR / "codec_accuracy.json"
 
 _DTYPE_ALIASES = {
     "bf16": "bf16", "bfloat16": "bf16", "torch.bfloat16": "bf16",
@@ -292,6 +292,8 @@ def choose(table: TuneTable, nbytes: int, dtype: Any, bound: str | None = None) 
     entry = next(e for e in entries if e["max_bytes"] is None or nbytes <= e["max_bytes"])
     if bound is not None and bound in entry.get("lossy", {}):
         algo, codec = entry["lossy"][bound]
+        if not admits(bound, codec):  # a table made by an older rule: the bound itself is safe
+            return "two_shot", bound
         return algo, (dt if codec in PASSTHROUGH else codec)
     return exact_choice(entry, dt)
 
@@ -318,6 +320,8 @@ def choose_collective(table: TuneTable, collective: str, nbytes: int, dtype: Any
         return bound
     entry = next(e for e in entries if e["max_bytes"] is None or nbytes <= e["max_bytes"])
     codec = entry.get("lossy", {}).get(bound, dt)
+    if codec not in PASSTHROUGH and not admits(bound, codec):  # a table made by an older rule
+        return bound
     return dt if codec in PASSTHROUGH else codec
 
 
@@ -354,27 +358,45 @@ def codec_errors(measurements: Iterable[dict[str, Any]]) -> dict[str, float]:
     return {codec: float(f"{statistics.median(errs):.4g}") for codec, errs in per_codec.items()}
 
 
-def error_order(errors: dict[str, float]) -> list[str]:
-    """Codecs from most to least accurate: measured ones by error, unmeasured in default order."""
-    default_rank = {c: i for i, c in enumerate(DEFAULT_CODEC_ERROR_ORDER)}
-    measured = sorted(errors, key=lambda c: (errors[c], default_rank.get(c, 99)))
-    rest = [c for c in DEFAULT_CODEC_ERROR_ORDER if c not in errors and c not in EXACT_CODECS]
-    return ["fp16"] + measured + rest
+@functools.lru_cache(maxsize=None)
+def codec_accuracy(path: Path = ACCURACY_FILE) -> dict[str, dict[str, float]]:
+    """{cell: {codec: relative L2 error}} from a codec accuracy file (default the shipped
+    tuned/codec_accuracy.json); a cell is "<collective>/<data kind>/<dtype>/w<world size>"."""
+    data = json.loads(Path(path).read_text())
+    if data.get("format") != 1 or not isinstance(data.get("rel_l2"), dict) or not data["rel_l2"]:
+        raise ValueError(f"{path}: not a codec accuracy file (format 1 with rel_l2 cells)")
+    return {cell: {codec: float(err) for codec, err in errors.items()} for cell, errors in data["rel_l2"].items()}
 
 
-def admits(bound: str, codec: str, errors: dict[str, float]) -> bool:
-    """Whether `auto:<bound>` ("no worse than `bound`") may run `codec`, by the measured `errors`:
-    the codec's error is at most the bound's plus ERROR_TOLERANCE, so a bound admits itself, every
-    more accurate codec and one as accurate within the tolerance (int4 and fp4 admit each other).
-    One exception: a rotated bound (int6h, int4h) admits a codec without the rotation only when it
-    is more accurate beyond the tolerance. The Gaussian data tune measures on cannot tell a rotated
-    codec from its twin, while on outlier channels the rotated one is the more accurate (README
-    accuracy table): `auto:int4h` may run int6 or int8, never int4 or fp4."""
-    if errors[codec] > errors[bound] * (1 + ERROR_TOLERANCE):
+def admits(bound: str, codec: str, accuracy: dict[str, dict[str, float]] | None = None) -> bool:
+    """Whether `auto:<bound>` ("no less accurate than `bound`") may run `codec`: an exact codec
+    always; a lossy one where its relative error is at most the bound's in every cell of
+    `accuracy` (default: `codec_accuracy()`, every collective, data kind (Gaussian, heavy-tailed,
+    outlier channels), dtype and world size) that measured the bound, and it was measured wherever
+    the bound was. So a bound admits itself and the codecs more accurate on every kind of data:
+    `auto:fp8` never runs int6 or int8 (each less accurate than fp8 with outlier channels)."""
+    if codec in EXACT_CODECS or codec == bound:
+        return True
+    if bound in EXACT_CODECS:
         return False
-    if bound in ROTATED_CODECS and codec not in ROTATED_CODECS:
-        return errors[codec] * (1 + ERROR_TOLERANCE) < errors[bound]
-    return True
+    cells = [errors for errors in (codec_accuracy() if accuracy is None else accuracy).values() if bound in errors]
+    return bool(cells) and all(codec in errors and errors[codec] <= errors[bound] for errors in cells)
+
+
+def error_order(accuracy: dict[str, dict[str, float]] | None = None) -> list[str]:
+    """Codecs from most to least accurate by their worst relative error over `accuracy` (default
+    `codec_accuracy()`): a linear order that agrees with `admits` (a codec it admits for a bound
+    comes first), then codecs not measured there in the default order."""
+    cells = list((codec_accuracy() if accuracy is None else accuracy).values())
+    worst: dict[str, float] = {}
+    for errors in cells:
+        for codec, err in errors.items():
+            if codec not in EXACT_CODECS:
+                worst[codec] = max(worst.get(codec, 0.0), err)
+    default_rank = {c: i for i, c in enumerate(DEFAULT_CODEC_ERROR_ORDER)}
+    measured = sorted(worst, key=lambda c: (worst[c], default_rank.get(c, 99)))
+    rest = [c for c in DEFAULT_CODEC_ERROR_ORDER if c not in worst and c not in EXACT_CODECS]
+    return ["fp16"] + measured + rest
 
 
 def table_from_measurements(measurements: list[dict[str, Any]], gpu_name: str, world_size: int,
@@ -398,7 +420,7 @@ def table_from_measurements(measurements: list[dict[str, Any]], gpu_name: str, w
     data = {
         "format": FORMAT_VERSION, "gpu": gpu_slug(gpu_name), "gpu_name": gpu_name,
         "world_size": world_size, "driver": driver or driver_version(), "measured": True,
-        "note": note, "codec_errors": errors, "codec_error_order": error_order(errors),
+        "note": note, "codec_errors": errors, "codec_error_order": error_order(),
         "dtypes": dtypes,
     }
     collectives, collective_errors = collective_entries(
@@ -455,7 +477,7 @@ def _fastest_per_bound(rows: list[dict[str, Any]], errors: dict[str, float]) -> 
     exact = [r for r in rows if r["codec"] in EXACT_CODECS]
     fastest = {}
     for bound in errors:
-        allowed = exact + [r for r in rows if r["codec"] in errors and admits(bound, r["codec"], errors)]
+        allowed = exact + [r for r in rows if r["codec"] in errors and admits(bound, r["codec"])]
         best = min(allowed, key=lambda r: r["time_us"])
         if best["codec"] not in EXACT_CODECS:
             fastest[bound] = best

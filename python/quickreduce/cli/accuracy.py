@@ -14,6 +14,11 @@ the prediction, summed over every rank's output: all-gather and all-to-all sqrt(
 / ||out||, reduce-scatter the same over the segments a rank receives from the others plus the
 roundings of the fp32 rank-order adds and of the sum to T, / ||sum||.
 `--dtypes fp32` covers fp32 inputs (bf16 block scales).
+
+`--accuracy-json PATH` measures every lossy codec on the CPU twin for every collective, data kind,
+dtype and world size and writes the relative L2 errors in the form of
+python/quickreduce/tuned/codec_accuracy.json, which `codec="auto:<codec>"` ranks codecs by
+(quickreduce.tuning.admits).
 """
 from __future__ import annotations
 
@@ -207,9 +212,10 @@ def _segment_err2(x, dtype, codec, lo, hi) -> float:
     return round_trip_err2(x[lo:hi], dtype, codec) if hi > lo else 0.0
 
 
-def collective_row(collective, dataset, dtype, codec, world, numel, seed) -> dict:
+def collective_row(collective, dataset, dtype, codec, world, numel, seed, predict: bool = True) -> dict:
     """Measured (CPU twin) and predicted relative L2 error of one segment collective, over the
-    outputs of every rank. numel: each rank's input (divisible by world)."""
+    outputs of every rank. numel: each rank's input (divisible by world). predict=False: no
+    prediction (nan), the measurement alone."""
     from quickreduce import _C
     xs = [make_input(dataset, dtype, r, numel, seed) for r in range(world)]
     f64 = [oracle.to_f32(x, dtype).astype(np.float64) for x in xs]
@@ -217,17 +223,18 @@ def collective_row(collective, dataset, dtype, codec, world, numel, seed) -> dic
     if collective == "all_gather":
         outs = [_C.twin_all_gather(xs, dtype, codec)]
         refs = [np.concatenate(f64)]
-        e2 = sum(_segment_err2(x, dtype, codec, 0, numel) for x in xs)
+        e2 = sum(_segment_err2(x, dtype, codec, 0, numel) for x in xs) if predict else 0.0
     elif collective == "all_to_all":
         outs = _C.twin_all_to_all(xs, dtype, codec, [[k] * world] * world)
         refs = [np.concatenate([f[d * k:(d + 1) * k] for f in f64]) for d in range(world)]
-        e2 = sum(_segment_err2(x, dtype, codec, d * k, (d + 1) * k) for x in xs for d in range(world))
+        e2 = sum(_segment_err2(x, dtype, codec, d * k, (d + 1) * k) for x in xs for d in range(world)) \
+            if predict else 0.0
     elif collective == "reduce_scatter":
         outs = _C.twin_reduce_scatter(xs, dtype, codec)
         refs = [sum(f[r * k:(r + 1) * k] for f in f64) for r in range(world)]
         e2 = sum(_segment_err2(xs[s], dtype, codec, r * k, (r + 1) * k)
-                 for r in range(world) for s in range(world) if s != r)
-        for r, ref in enumerate(refs):  # the fp32 adds in rank order, then the sum's rounding to T
+                 for r in range(world) for s in range(world) if s != r) if predict else 0.0
+        for r, ref in enumerate(refs if predict else []):  # the fp32 adds in rank order, then the sum's rounding to T
             acc = f64[0][r * k:(r + 1) * k].astype(np.float32)
             for f in f64[1:]:
                 exact = acc.astype(np.float64) + f[r * k:(r + 1) * k]
@@ -239,8 +246,54 @@ def collective_row(collective, dataset, dtype, codec, world, numel, seed) -> dic
     err = np.concatenate([oracle.to_f32(o, dtype).astype(np.float64) - ref for o, ref in zip(outs, refs)])
     norm = float(np.linalg.norm(np.concatenate(refs)))
     return dict(collective=collective, data=dataset, dtype=dtype, codec=codec, world_size=world, numel=numel,
-                rel_l2=float(np.linalg.norm(err)) / norm, predicted_rel_l2=math.sqrt(e2) / norm,
+                rel_l2=float(np.linalg.norm(err)) / norm, predicted_rel_l2=math.sqrt(e2) / norm if predict else math.nan,
                 max_abs=float(np.max(np.abs(err))), device="cpu")
+
+
+LOSSY_CODECS = tuple(c for c in CODECS if c != "passthrough")
+DATA_KINDS = {"gaussian": "N(0, 1)",
+              "student_t": "Student's t with 3 degrees of freedom (heavy tails)",
+              "llm": f"[tokens, {HIDDEN}] N(0, 1) with {OUTLIER_FRAC:.1%} of the channels scaled by "
+                     f"{OUTLIER_SCALES[0]:g}-{OUTLIER_SCALES[1]:g}x, the same channels on every rank "
+                     "(outlier channels, as in LLM hidden states)"}
+
+
+def accuracy_cells(world_sizes, numel: int, seed: int, datasets=DATASETS, log=None) -> dict:
+    """{"<collective>/<data kind>/<dtype>/w<W>": {codec: relative L2 error}} of every lossy codec,
+    measured on the CPU twin: the all-reduce in bf16 and fp16, the segment collectives in fp32 too."""
+    from quickreduce import _C
+    cells = {}
+    for collective in COLLECTIVES:
+        for w in world_sizes:
+            for d in datasets:
+                for t in (DTYPES if collective == "all_reduce" else ALL_DTYPES):
+                    errors = {}
+                    for c in LOSSY_CODECS:
+                        if collective == "all_reduce":
+                            xs = [make_input(d, t, r, numel, seed) for r in range(w)]
+                            errors[c] = metrics(np.asarray(_C.twin_all_reduce(xs, t, c)), reference(xs, t), t)[0]
+                        else:
+                            errors[c] = collective_row(collective, d, t, c, w, numel, seed, predict=False)["rel_l2"]
+                    cells[f"{collective}/{d}/{t}/w{w}"] = {c: float(f"{e:.6g}") for c, e in errors.items()}
+                    if log:
+                        log(f"{collective}/{d}/{t}/w{w}: " + " ".join(f"{c}={e:.3e}" for c, e in errors.items()))
+    return cells
+
+
+def write_accuracy_json(path, world_sizes, numel: int, seed: int, command: str, log=None) -> None:
+    import json
+    cells = accuracy_cells(world_sizes, numel, seed, log=log)
+    data = {"format": 1, "measured_by": command,
+            "how": "relative L2 error of each lossy codec against the float64 result, on the CPU twin (bit-exact "
+                   "with the CUDA kernels), for every collective, data kind, dtype and world size; seeded "
+                   "inputs, rounded to the dtype first. quickreduce.tuning.admits lets auto:<codec> run "
+                   "another codec only where its error is at most <codec>'s in every cell.",
+            "numel_per_rank": numel, "seed": seed, "world_sizes": list(world_sizes), "data_kinds": DATA_KINDS,
+            "rel_l2": cells}
+    text = "{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in data.items() if k != "rel_l2")
+    text += ',\n "rel_l2": {\n' + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in cells.items())
+    with open(path, "w") as f:
+        f.write(text + "\n }\n}\n")
 
 
 def _csv_list(s, allowed=None):
@@ -298,12 +351,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cpu: the C++ twin; cuda: real GPUs (NCCL group); oracle: the numpy oracle")
     p.add_argument("--csv", metavar="PATH", help="also write the rows to a CSV file")
     p.add_argument("--markdown", action="store_true", help="print a GitHub-markdown table")
+    p.add_argument("--accuracy-json", metavar="PATH",
+                   help="measure every lossy codec for every collective, data kind and dtype at --world-sizes "
+                        "on the CPU twin and write the errors auto:<codec> ranks codecs by (the form of "
+                        "python/quickreduce/tuned/codec_accuracy.json); ignores --codecs/--dtypes/--datasets")
     return p
 
 
 def main(argv=None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
+    if args.accuracy_json:
+        if args.device != "cpu":
+            p.error("--accuracy-json runs on the CPU twin (--device cpu)")
+        bad = [w for w in args.world_sizes if args.numel % w]
+        if bad:
+            p.error(f"--numel {args.numel} must divide by every world size (not {bad})")
+        command = f"quickreduce accuracy --accuracy-json {args.accuracy_json} --world-sizes " \
+                  f"{','.join(map(str, args.world_sizes))} --numel {args.numel} --seed {args.seed}"
+        write_accuracy_json(args.accuracy_json, args.world_sizes, args.numel, args.seed, command,
+                            log=lambda text: print(text, file=sys.stderr, flush=True))
+        print(f"wrote {args.accuracy_json}", file=sys.stderr)
+        return 0
 
     if args.collective != "all_reduce":
         if args.device != "cpu":
