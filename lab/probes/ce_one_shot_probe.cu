@@ -4,7 +4,7 @@
 //   main stream: a kernel that pushes vectors [0, sm_vectors) with 16-byte stores, then polls
 //                its own buffer until every vector has no 0xFFFF half (the "empty" sentinel),
 //                sums in rank order, writes the output and empties the slot again.
-// Modes (the list in main; bench/NOTES.md runs 77a-87 say which list each run used): sm
+// Modes (the list in main; lab/NOTES.md runs 77a-87 say which list each run used): sm
 // (sm_vectors = n: today's one-shot shape), ce (0), mixes, flagged copy-engine chunks,
 // push-only. Each rank's calls are a CUDA graph of kCalls calls; time = median over replays /
 // kCalls, per rank. `ce_probe BLOCKS ipc`: the SM one-shot in two processes over CUDA IPC.

@@ -1,4 +1,4 @@
-"""Why NCCL after a copy measured faster than NCCL in place below 2 MB (bench/NOTES.md session 20, call 8).
+"""Why NCCL after a copy measured faster than NCCL in place below 2 MB (lab/NOTES.md session 20, call 8).
 CUDA-graph median per call (lab/scripts/dev_common.graph_time_us), bf16, one process per GPU, forms:
   inplace      50 all-reduces in place, a buffer each (the bench's `nccl` row)
   same         50 all-reduces in place on one buffer

@@ -1,5 +1,5 @@
 # Dev tool: static SASS size of the two-shot kernels' loops, without a GPU.
-# The codec kernels' time follows their instruction count (bench/NOTES.md, change 12), so a change
+# The codec kernels' time follows their instruction count (lab/NOTES.md, change 12), so a change
 # that shrinks these loops is worth a device run; one that grows them is not.
 #
 #   python3 lab/scripts/sass_loops.py [CODEC] [DTYPE] [W]  e.g. Int4Codec 1 2 (1 = bf16, 0 = fp16; W: the
