@@ -71,17 +71,18 @@ constexpr int kTwoShotMaxThreads = 512;
 constexpr int kTwoShotGroups = 16;  // most groups the automatic rule picks (explicit groups: up to 64)
 
 // Pipeline groups a two-shot CTA cuts its tiles into when the call does not set them. Each group
-// costs a handshake (a round trip) and buys overlap of one group's pushes with another's work.
-// Measured on 2x H200: one group until a CTA pushes three groups'
-// worth, then one group per ~16 KB pushed for passthrough (little work per byte) and per ~24 KB
-// for the codecs, at most kTwoShotGroups.
+// costs a handshake with every peer and buys overlap of one group's pushes with another's work.
+// push_bytes: what the CTA pushes to each peer in a phase. Measured on 2x H200: one group until a
+// CTA pushes three groups' worth, then one group per ~16 KB pushed for passthrough (little work per
+// byte) and per ~24 KB for the codecs, at most kTwoShotGroups; on 4x H200 and 4x H100 counted per
+// peer as well.
 QR_HD constexpr size_t two_shot_auto_groups(size_t push_bytes, bool passthrough) {
   const size_t per_group = size_t(passthrough ? 16 : 24) << 10;
   if (push_bytes < 3 * per_group) return 1;
   const size_t n = (push_bytes + per_group / 2) / per_group;
   return n < size_t(kTwoShotGroups) ? n : size_t(kTwoShotGroups);
 }
-// The measured optima (bytes one CTA of 512 pushes per phase on 2 GPUs -> best group count).
+// The measured optima (bytes one CTA of 512 pushes to its peer per phase on 2 GPUs -> best group count).
 static_assert(two_shot_auto_groups(31 << 10, true) == 1, "32 MB passthrough: 1 group (2: +2.5%)");
 static_assert(two_shot_auto_groups(62 << 10, true) == 4, "64 MB passthrough: 4 groups (2: +1.3%)");
 static_assert(two_shot_auto_groups(25 << 10, false) == 1, "64 MB int6: 1 group (4: +9%)");

@@ -181,6 +181,9 @@ def test_slice_layout_follows_the_two_shot(C):
     # 512 threads x 8 values while there are >= 264 tiles of W slices; smaller messages, smaller CTAs
     assert C.two_shot_slice_values(1 << 28, 2) == 4096
     assert C.two_shot_slice_values(1 << 20, 2) == 1024
+    # 4 GPUs: the largest CTA with >= 64 tiles (512 threads from 1M values, measured faster there)
+    assert C.two_shot_slice_values(1 << 20, 4) == 4096
+    assert C.two_shot_slice_values(1 << 19, 4) == 2048
     with pytest.raises(ValueError):
         C.twin_all_reduce([np.zeros(64, np.uint16)] * 2, "bf16", "int4", 48)
 
