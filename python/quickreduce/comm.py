@@ -5,6 +5,7 @@ but out of place by default, and bitwise identical on every rank.
 """
 from __future__ import annotations
 
+import dataclasses
 import socket
 from typing import Optional, Sequence
 
@@ -29,6 +30,110 @@ def _where_it_packs(codec: str, dtype: torch.dtype, algo: str) -> str:
     if codec == "lossless" and (dtype != torch.bfloat16 or algo == "one_shot"):
         return "fp16"
     return codec
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Where an all-reduce goes (``Communicator.plan``, ``plan_all_reduce``).
+
+    Attributes:
+        takes: quickreduce's kernels run it. False where the tuning table has NCCL faster (``algo`` "nccl"),
+            above ``max_size`` (``algo``/``codec`` then say what would run), or for a dtype quickreduce does not
+            reduce (``algo`` and ``codec`` empty); ``reason`` says which.
+        algo: ``"one_shot"``, ``"two_shot"``, ``"nccl"``, or ``"reduce_scatter+all_gather"`` (float32).
+        codec: what the kernels run: ``"fp16"`` (the exact passthrough in the tensor's own dtype),
+            ``"lossless"`` (bf16 packed, the same bits), or a lossy codec (``"int4"``, ...); for float32 with an
+            ``auto:<codec>`` bound, that bound (the collectives' table picks the codec per call).
+        exact: the result is the exact sum (every exact codec gives the same bits).
+        reason: why quickreduce does not take it ("" when it does).
+    """
+    takes: bool
+    algo: str
+    codec: str
+    exact: bool
+    reason: str = ""
+
+
+_EXACT_RUNS = ("fp16", "lossless")
+FP32_ALGO = "reduce_scatter+all_gather"
+
+
+def _table_choice(table, nbytes: int, dtype: torch.dtype, bound: Optional[str], one_shot_max_bytes: int) -> tuple[str, str]:
+    """The table's (algo, canonical codec) for a size; the one-shot only where it fits."""
+    from . import tuning
+    algo, codec = tuning.choose(table, nbytes, "bf16" if dtype == torch.bfloat16 else "fp16", bound)
+    if algo == "one_shot" and nbytes > one_shot_max_bytes:
+        algo = "two_shot"
+    return algo, codecs.canonical(codec)
+
+
+def plan_all_reduce(nbytes: int, dtype: torch.dtype, codec: str, *, table, world_size: int,
+                    max_size: Optional[int] = None, one_shot_max_bytes: Optional[int] = None,
+                    algo: str = "auto") -> Plan:
+    """The plan of an all-reduce of ``nbytes`` bytes of ``dtype`` with ``codec`` (a name as ``all_reduce``
+    takes: ``"fp16"``, ``"lossless"``, ``"int4"``, ``"auto"``, ``"auto:int4"``, ...) and ``algo``, on
+    ``world_size`` ranks with the tuning ``table`` (``tuning.load_table``) and a workspace of ``max_size``
+    bytes (None: no limit). Needs no GPU and no communicator, so an integration can size a workspace to
+    what it will send: a pure function of its arguments.
+
+    Exact codecs with ``algo="auto"`` run the table's fastest exact method for the size (they give the
+    same bits); ``auto:<codec>`` runs the table's fastest method at most that lossy; any other codec runs
+    the two-shot with that codec. Raises ValueError/TypeError for an unknown codec or algo, and for the
+    one-shot asked for with a lossy codec or above its limit."""
+    if algo not in ALGOS:
+        raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
+    if not isinstance(codec, str):
+        raise TypeError(f"codec must be a string, got {type(codec).__name__}")
+    lowered = codec.lower()
+    if dtype == torch.float32:
+        return _plan_fp32(nbytes, lowered, world_size, max_size, algo)
+    if dtype not in _DTYPE_IDS:
+        return Plan(False, "", "", False, f"dtype {dtype} (quickreduce reduces float16, bfloat16 and float32)")
+    one_shot_max = one_shot_max_bytes if one_shot_max_bytes is not None else _C.one_shot_max_bytes(world_size)
+    if lowered == "auto" or lowered.startswith("auto:"):
+        bound = None if lowered == "auto" else codecs.canonical(lowered.split(":", 1)[1])
+        chosen_algo, chosen_codec = _table_choice(table, nbytes, dtype, bound, one_shot_max)
+        algo = chosen_algo if algo == "auto" else algo
+        name = _where_it_packs(chosen_codec, dtype, algo)
+    else:
+        name = _where_it_packs(codecs.canonical(lowered), dtype, algo)
+        if algo == "auto" and name in _EXACT_RUNS:
+            # Exact either way (the same bits): the table's fastest exact method for this size.
+            algo, chosen = _table_choice(table, nbytes, dtype, None, one_shot_max)
+            name = _where_it_packs(chosen, dtype, algo)
+        elif algo == "auto":
+            algo = "two_shot"
+        if algo == "one_shot":
+            if name != "fp16":
+                raise ValueError(f"the one-shot algorithm is passthrough only; codec {codec!r} needs algo='two_shot'")
+            if nbytes > one_shot_max:
+                raise ValueError(f"one-shot takes at most {one_shot_max} bytes, got {nbytes}")
+    exact = name in _EXACT_RUNS
+    if algo == "nccl":
+        return Plan(False, "nccl", "fp16", True, "the tuning table has NCCL fastest at this size")
+    if max_size is not None and nbytes > max_size:
+        return Plan(False, algo, name, exact, f"{nbytes} bytes is over max_size ({max_size} bytes)")
+    return Plan(True, algo, name, exact)
+
+
+def _plan_fp32(nbytes: int, lowered: str, world_size: int, max_size: Optional[int], algo: str) -> Plan:
+    """float32 runs as reduce-scatter + all-gather over W chunks (collectives.all_reduce_fp32)."""
+    if algo not in ("auto", "two_shot", "nccl"):
+        raise ValueError(f"float32 all-reduces run as reduce-scatter + all-gather (algo 'auto'); got algo={algo!r}")
+    if lowered == "auto":
+        name = "fp16"
+    elif lowered.startswith("auto:"):
+        name = "auto:" + codecs.canonical(lowered.split(":", 1)[1])
+    else:
+        name = codecs.canonical(lowered)
+    exact = name in _EXACT_RUNS or name == "auto:fp16"
+    if algo == "nccl":
+        return Plan(False, "nccl", "fp16", True, "algo='nccl'")
+    n = nbytes // 4
+    padded = max(n, world_size * _C.fp32_all_reduce_chunk(n, world_size)) * 4 if n else 0
+    if max_size is not None and padded > max_size:
+        return Plan(False, FP32_ALGO, name, exact, f"{padded} bytes (padded) is over max_size ({max_size} bytes)")
+    return Plan(True, FP32_ALGO, name, exact)
 
 
 class Communicator:
@@ -348,32 +453,41 @@ class Communicator:
         from .epilogues import all_reduce_add_rmsnorm
         return all_reduce_add_rmsnorm(self, x, residual, weight, eps, codec, out, residual_out, fp8, fp8_scale)
 
+    def plan(self, nbytes: int, dtype: torch.dtype, codec: Optional[str] = None, algo: str = "auto") -> Plan:
+        """Where an all-reduce of ``nbytes`` bytes of ``dtype`` goes, and what runs it (``plan_all_reduce``
+        with this communicator's tuning table, world size and ``max_size``). ``codec`` as in ``all_reduce``
+        (default: this communicator's). A pure function of the arguments and the communicator's settings,
+        never of pointers, so every rank with the same table plans the same. ``plan(...).takes`` is False
+        where the table has NCCL faster (``algo == "nccl"``: ``all_reduce`` then runs NCCL through the group,
+        or the two-shot without one), above ``max_size``, and for dtypes other than float16, bfloat16, float32.
+        Raises ValueError/TypeError for an unknown codec or algo, as ``all_reduce`` would."""
+        return plan_all_reduce(nbytes, dtype, codec if codec is not None else self.codec_for("all_reduce"),
+                               table=self.tune_table(), world_size=self.world_size, max_size=self.max_size,
+                               one_shot_max_bytes=self._one_shot_max_bytes(), algo=algo)
+
+    def takes(self, x: torch.Tensor, codec: Optional[str] = None) -> bool:
+        """Whether quickreduce's kernels take ``all_reduce(x, codec=codec)``: ``x`` is a contiguous tensor on this
+        communicator's GPU and ``plan(x.nbytes, x.dtype, codec).takes``. What it reads (device, dtype, shape,
+        strides) is the same on every rank of an SPMD program; alignment is not read (a pointer property):
+        ``all_reduce`` refuses a tensor whose data is not 16-byte aligned, so pass such a tensor as an aligned
+        copy (``x.clone()``)."""
+        if not isinstance(x, torch.Tensor) or not x.is_cuda or x.device.index != self.device or not x.is_contiguous():
+            return False
+        return self.plan(x.numel() * x.element_size(), x.dtype, codec).takes
+
+    def _one_shot_max_bytes(self) -> int:
+        return self._c.one_shot_max_bytes if self._c is not None else _C.one_shot_max_bytes(self.world_size)
+
     def _plan(self, nbytes: int, dtype: torch.dtype, codec: str, algo: str) -> tuple[str, str]:
-        if algo not in ALGOS:
-            raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
-        if not isinstance(codec, str):
-            raise TypeError(f"codec must be a string, got {type(codec).__name__}")
-        lowered = codec.lower()
-        if lowered == "auto" or lowered.startswith("auto:"):
-            bound = None if lowered == "auto" else codecs.canonical(lowered.split(":", 1)[1])
-            chosen_algo, chosen_codec = self._choose(nbytes, dtype, bound)
-            algo = chosen_algo if algo == "auto" else algo
-            return algo, _where_it_packs(chosen_codec, dtype, algo)
-        name = _where_it_packs(codecs.canonical(lowered), dtype, algo)
-        if algo == "auto" and name in ("fp16", "lossless"):
-            # Exact either way (the same bits): the table's fastest exact method for this size.
-            algo, chosen = self._choose(nbytes, dtype, None)
-            name = _where_it_packs(chosen, dtype, algo)
-        elif algo == "auto":
-            algo = "two_shot"
-        if algo == "one_shot":
-            if name != "fp16":
-                raise ValueError(f"the one-shot algorithm is passthrough only; codec {codec!r} needs algo='two_shot'")
-            if nbytes > self._c.one_shot_max_bytes:
-                raise ValueError(f"one-shot takes at most {self._c.one_shot_max_bytes} bytes, got {nbytes}")
-        if algo == "nccl" and self.group is None:
-            raise ValueError("algo='nccl' needs a communicator built from a process group")
-        return algo, name
+        """(algo, codec) a launch runs: ``plan_all_reduce`` without the size limit (the caller checks it); a
+        table choice of NCCL runs the two-shot where there is no group to run NCCL on."""
+        p = plan_all_reduce(nbytes, dtype, codec, table=self.tune_table(), world_size=self.world_size,
+                            one_shot_max_bytes=self._one_shot_max_bytes(), algo=algo)
+        if p.algo == "nccl" and self.group is None:
+            if algo == "nccl":
+                raise ValueError("algo='nccl' needs a communicator built from a process group")
+            return "two_shot", p.codec
+        return p.algo, p.codec
 
     def tune_table(self):
         """The tuning table behind ``auto`` (loaded once: tuning.load_table)."""
@@ -381,15 +495,6 @@ class Communicator:
         if self._table is None:
             self._table = tuning.load_table(torch.cuda.get_device_name(self.device), self.world_size)
         return self._table
-
-    def _choose(self, nbytes: int, dtype: torch.dtype, bound: Optional[str]) -> tuple[str, str]:
-        from . import tuning
-        algo, codec = tuning.choose(self.tune_table(), nbytes, "bf16" if dtype == torch.bfloat16 else "fp16", bound)
-        if algo == "nccl" and self.group is None:
-            algo = "two_shot"
-        if algo == "one_shot" and nbytes > self._c.one_shot_max_bytes:
-            algo = "two_shot"
-        return algo, codecs.canonical(codec)
 
     def _nccl(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         import torch.distributed as dist

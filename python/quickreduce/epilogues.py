@@ -117,7 +117,7 @@ def _route(comm, x: torch.Tensor, codec: Optional[str], fp8: Optional[str], rows
     fits_one_kernel = fp8 is None and comm._c.fused_add_rmsnorm_fits(rows, hidden)
     if not comm.fused_epilogue or (not fits_one_kernel and nbytes < comm.two_shot_residual_min_bytes):
         return "after", name
-    algo, _ = comm._plan(nbytes, x.dtype, name, "auto")
+    algo = comm.plan(nbytes, x.dtype, name).algo
     if fits_one_kernel and algo == "one_shot":
         return "one kernel", name
     if algo == "two_shot" and nbytes >= comm.two_shot_residual_min_bytes:
