@@ -77,7 +77,7 @@ for stage in $stages; do
       # QR_TEST_SHARED_GPU=1), then the MoE layer bench (MOE_ARGS, e.g. "--model mixtral --tokens 1,256")
       QR_TEST_WORLD_SIZE=${MOE_WORLD:-$(nvidia-smi -L | wc -l)} python3 -m pytest -q -s \
         tests/gpu/test_all_to_all_dynamic_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/moe-tests.log" | tail -30
-      [ "${MOE_BENCH:-1}" = 1 ] && python3 -m quickreduce.cli bench moe ${MOE_ARGS:-} --csv "$OUT/moe.csv" 2>&1 \
+      [ "${MOE_BENCH:-1}" = 1 ] && python3 -m quickreduce.cli bench moe --no-multicast ${MOE_ARGS:-} --csv "$OUT/moe.csv" 2>&1 \
         | tee "$OUT/moe-bench.log" | tail -60 ;;
     e2e)  # a tensor-parallel decoder per provider (E2E_ARGS: e.g. --model llama3-70b --layers 4)
       python3 -m quickreduce.cli e2e --no-multicast ${E2E_ARGS:---layers 4} --csv "$OUT/e2e.csv" --no-plot 2>&1 | tee "$OUT/e2e.log" ;;

@@ -83,3 +83,10 @@ def test_the_repos_device_scripts_keep_multicast_off():
     assert len(calls) >= 5
     missing = [f"{name}: {line.strip()}" for name, line in calls if "--no-multicast" not in line]
     assert not missing, "\n".join(missing)
+
+
+def test_bench_moe_has_the_flag():
+    from quickreduce.cli import moe_bench
+
+    assert moe_bench.build_parser().parse_args(["--no-multicast"]).no_multicast
+    assert not moe_bench.build_parser().parse_args([]).no_multicast

@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", default="moe.csv", help="output CSV")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds before every rank is stopped")
     p.add_argument("--shared-gpu", action="store_true", help="every rank on GPU 0 (checks the flow, not speed)")
+    from .launch import add_multicast_option
+    add_multicast_option(p)
     return p
 
 
@@ -434,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     if gpus < 2:
         print("quickreduce bench moe: needs 2 or more GPUs (or --shared-gpu)", file=sys.stderr)
         return 2
+    launch.apply_multicast_option(args)
     try:
         rows = launch.spawn(worker, gpus, cfg, timeout_s=args.timeout, shared_gpu=args.shared_gpu)
     except RuntimeError as exc:
