@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import faulthandler
 import importlib
+import importlib.metadata
 import json
 import logging
 import os
 import socket
+import sys
 import tempfile
 import traceback
 from datetime import timedelta
@@ -240,6 +242,57 @@ def assert_scenario(results: dict, scenario: str, W: int = 2) -> None:
     assert not problems, "\n".join(problems)
 
 
+# ---------------------------------------------------------------- what the engine tests share
+def ensure_entry_points(out_dir: str, group: str) -> str:
+    """'installed' when quickreduce's distribution declares the engine entry points; else (a source
+    checkout on PYTHONPATH) a distribution holding pyproject.toml's entry-point tables is put on sys.path,
+    so the engine's discovery still runs on what the package declares: 'pyproject.toml'."""
+    names = {ep.name for ep in importlib.metadata.entry_points(group=group)}
+    if "quickreduce" in names:
+        return "installed"
+    import tomllib
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        eps = tomllib.load(f)["project"]["entry-points"]
+    info = os.path.join(out_dir, "eps", "quickreduce_engine_plugins-0.0.0.dist-info")
+    os.makedirs(info, exist_ok=True)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write("Metadata-Version: 2.1\nName: quickreduce-engine-plugins\nVersion: 0.0.0\n")
+    with open(os.path.join(info, "entry_points.txt"), "w") as f:
+        for group, entries in eps.items():
+            f.write(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()) + "\n")
+    sys.path.append(os.path.join(out_dir, "eps"))
+    importlib.invalidate_caches()
+    return "pyproject.toml"
+
+
+SAMPLES = [  # (name, numel, dtype, contiguous)
+    ("bf16 16 B", 8, torch.bfloat16, True), ("bf16 64 KiB", 32 * KiB, torch.bfloat16, True),
+    ("bf16 2 MiB", MiB, torch.bfloat16, True), ("bf16 16 MiB", 8 * MiB, torch.bfloat16, True),
+    ("fp16 16 B", 8, torch.float16, True), ("fp16 8 MiB", 4 * MiB, torch.float16, True),
+    ("fp16 32 MiB", 16 * MiB, torch.float16, True), ("fp32 4 KiB", KiB, torch.float32, True),
+    ("bf16 strided", 64 * KiB, torch.bfloat16, False),
+]
+
+
+def run_samples(all_reduce, rank, W) -> dict:
+    """Each sample through ``all_reduce``; the sums checked (small integers: exact in every dtype)."""
+    out = {}
+    for name, numel, dtype, contiguous in SAMPLES:
+        base = (torch.arange(numel * (2 if not contiguous else 1)) % 5).to(dtype) + rank
+        x = base if contiguous else base[::2]
+        expect = sum(x.float() - rank + r for r in range(W))
+        got = all_reduce(x)
+        out[name] = None if torch.equal(got.float(), expect) else f"FAIL wrong sum for {name}"
+    return out
+
+
+def expected_calls() -> list:
+    return [[numel * torch.empty((), dtype=dtype).element_size(), str(dtype).replace("torch.", "")]
+            for _, numel, dtype, contiguous in SAMPLES
+            if contiguous and split_table_takes(numel * torch.empty((), dtype=dtype).element_size(), dtype)]
+
+
 # ---------------------------------------------------------------- planning API (one process)
 @pytest.fixture
 def split_table(tmp_path, monkeypatch):
@@ -389,7 +442,7 @@ def _refused(rank, lines, qr, expect) -> dict:
 
 
 def scenario_routes(rank, W, out_dir):
-    os.environ["QUICKREDUCE_TUNE_FILE"] = write_table(os.path.join(out_dir, "split.json"), SPLIT_TABLE)
+    os.environ["QUICKREDUCE_TUNE_FILE"] = write_table(os.path.join(out_dir, f"split{rank}.json"), SPLIT_TABLE)
     lines = LogLines(common.__name__)
     qr = _attach(rank)
     check(qr is not None, f"attach refused: {lines.lines}")
@@ -427,7 +480,7 @@ def scenario_routes(rank, W, out_dir):
 
 
 def scenario_refusals(rank, W, out_dir):
-    os.environ["QUICKREDUCE_TUNE_FILE"] = write_table(os.path.join(out_dir, "split.json"), SPLIT_TABLE)
+    os.environ["QUICKREDUCE_TUNE_FILE"] = write_table(os.path.join(out_dir, f"split{rank}.json"), SPLIT_TABLE)
     lines = LogLines(common.__name__)
     out = {}
 
@@ -479,7 +532,7 @@ def scenario_refusals(rank, W, out_dir):
 def scenario_hint_and_codec(rank, W, out_dir):
     """The engine's hint caps the workspace; a lossy codec named in QUICKREDUCE_QUANTIZATION runs at every
     size up to the limit; the limit variable caps it."""
-    os.environ["QUICKREDUCE_TUNE_FILE"] = write_table(os.path.join(out_dir, "split.json"), SPLIT_TABLE)
+    os.environ["QUICKREDUCE_TUNE_FILE"] = write_table(os.path.join(out_dir, f"split{rank}.json"), SPLIT_TABLE)
     out = {}
     qr = _attach(rank, max_bytes_hint=2 * MiB)
     out["hint"] = [qr.comm.max_size, qr.route(2 * MiB, torch.float16), qr.route(2 * MiB + 2, torch.float16)]

@@ -11,7 +11,6 @@ Skipped where vLLM is not installed, except under ``QR_REQUIRE_ENGINES=1`` (CI),
 """
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -20,8 +19,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from test_engine_plugins import (KiB, MiB, SPLIT_TABLE, SWEEP, LogLines, StandInCommunicator, assert_scenario, check,
-                                 spawn_ranks, split_table_takes, use_stand_in, write_table)
+from test_engine_plugins import (SPLIT_TABLE, SWEEP, KiB, LogLines, MiB, StandInCommunicator, assert_scenario, check,
+                                 ensure_entry_points, expected_calls, run_samples, spawn_ranks, use_stand_in,
+                                 write_table)
 
 ENGINE = "vllm"
 if importlib.util.find_spec(ENGINE) is None:
@@ -32,36 +32,13 @@ if importlib.util.find_spec(ENGINE) is None:
 GROUP = "vllm.general_plugins"
 
 
-def ensure_entry_points(out_dir: str) -> str:
-    """'installed' when quickreduce's distribution declares the engine entry points; else (a source
-    checkout on PYTHONPATH) a distribution holding pyproject.toml's entry-point tables is put on sys.path,
-    so the engine's discovery still runs on what the package declares: 'pyproject.toml'."""
-    names = {ep.name for ep in importlib.metadata.entry_points(group=GROUP)}
-    if "quickreduce" in names:
-        return "installed"
-    import tomllib
-    root = os.path.join(os.path.dirname(__file__), "..", "..")
-    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
-        eps = tomllib.load(f)["project"]["entry-points"]
-    info = os.path.join(out_dir, "eps", "quickreduce_engine_plugins-0.0.0.dist-info")
-    os.makedirs(info, exist_ok=True)
-    with open(os.path.join(info, "METADATA"), "w") as f:
-        f.write("Metadata-Version: 2.1\nName: quickreduce-engine-plugins\nVersion: 0.0.0\n")
-    with open(os.path.join(info, "entry_points.txt"), "w") as f:
-        for group, entries in eps.items():
-            f.write(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()) + "\n")
-    sys.path.append(os.path.join(out_dir, "eps"))
-    importlib.invalidate_caches()
-    return "pyproject.toml"
-
-
 def prepare(rank, W, out_dir):
     use_stand_in()
     os.environ["QUICKREDUCE_TUNE_FILE"] = write_table(os.path.join(out_dir, f"split{rank}.json"), SPLIT_TABLE)
 
 
 def scenario_entry_point(rank, W, out_dir):
-    source = ensure_entry_points(out_dir)
+    source = ensure_entry_points(out_dir, GROUP)
     from vllm.plugins import load_plugins_by_group
 
     import quickreduce.integrations.vllm as plugin
@@ -156,33 +133,6 @@ def _communicator(name="tp:0"):
     device_group = dist.new_group([0, 1], backend="gloo")
     return QuickreduceCudaCommunicator(cpu_group, device=torch.device("cpu"), device_group=device_group,
                                        unique_name=name)
-
-
-SAMPLES = [  # (name, numel, dtype, contiguous)
-    ("bf16 16 B", 8, torch.bfloat16, True), ("bf16 64 KiB", 32 * KiB, torch.bfloat16, True),
-    ("bf16 2 MiB", MiB, torch.bfloat16, True), ("bf16 16 MiB", 8 * MiB, torch.bfloat16, True),
-    ("fp16 16 B", 8, torch.float16, True), ("fp16 8 MiB", 4 * MiB, torch.float16, True),
-    ("fp16 32 MiB", 16 * MiB, torch.float16, True), ("fp32 4 KiB", KiB, torch.float32, True),
-    ("bf16 strided", 64 * KiB, torch.bfloat16, False),
-]
-
-
-def run_samples(all_reduce, rank, W) -> dict:
-    """Each sample through ``all_reduce``; the sums checked (small integers: exact in every dtype)."""
-    out = {}
-    for name, numel, dtype, contiguous in SAMPLES:
-        base = (torch.arange(numel * (2 if not contiguous else 1)) % 5).to(dtype) + rank
-        x = base if contiguous else base[::2]
-        expect = sum(x.float() - rank + r for r in range(W))
-        got = all_reduce(x)
-        out[name] = None if torch.equal(got.float(), expect) else f"FAIL wrong sum for {name}"
-    return out
-
-
-def expected_calls() -> list:
-    return [[numel * torch.empty((), dtype=dtype).element_size(), str(dtype).replace("torch.", "")]
-            for _, numel, dtype, contiguous in SAMPLES
-            if contiguous and split_table_takes(numel * torch.empty((), dtype=dtype).element_size(), dtype)]
 
 
 def scenario_routes(rank, W, out_dir):
