@@ -148,10 +148,11 @@ def all_to_all(comm, x: torch.Tensor, out: Optional[torch.Tensor] = None, codec:
     return out
 
 
-def all_reduce_fp32(comm, x: torch.Tensor, out: torch.Tensor, codec: str) -> torch.Tensor:
-    """fp32 all-reduce: reduce-scatter then all-gather of W chunks of K = 32 * ceil(N / 32W) values
-    (docs/codec-spec.md, "All-reduce of fp32 tensors"); a tail that does not fill W chunks is padded
-    with zeros in a scratch buffer (the zeros change no block's absmax and are never written out)."""
+def all_reduce_in_two_calls(comm, x: torch.Tensor, out: torch.Tensor, codec: str) -> torch.Tensor:
+    """All-reduce as reduce-scatter then all-gather of W chunks of K = 32 * ceil(N / 32W) values
+    (docs/codec-spec.md, "All-reduce of fp32 tensors"): every fp32 all-reduce, and 16-bit ones where
+    the plan says `rs_ag`. A tail that does not fill W chunks is padded with zeros in a scratch buffer
+    (the zeros change no block's absmax and are never written out)."""
     W, n = comm.world_size, x.numel()
     K = _C.fp32_all_reduce_chunk(n, W)
     flat = x.reshape(-1)

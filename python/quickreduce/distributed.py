@@ -228,7 +228,7 @@ def message_bytes(req: Request, world_size: int) -> int:
         if req.op in ("max", "min"):  # ops.all_reduce_extreme: W chunks of K values, K a multiple of 8
             chunk = (-(-n // W) + 7) // 8 * 8
             return max(n, W * chunk) * elt
-        if req.dtype == torch.float32:  # collectives.all_reduce_fp32: reduce-scatter of W chunks
+        if req.dtype == torch.float32:  # collectives.all_reduce_in_two_calls: reduce-scatter of W chunks
             return max(n, W * _C.fp32_all_reduce_chunk(n, W)) * elt
         return n * elt
     return max(req.in_numel, req.out_numel) * elt

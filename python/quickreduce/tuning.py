@@ -3,7 +3,8 @@
 A table belongs to one GPU model and world size and holds, per dtype, a sorted list of size
 breakpoints. Each breakpoint covers sizes up to `max_bytes` (inclusive; null = no limit) and names
 
-- `lossless`: the fastest exact method there, one of "one_shot", "two_shot", "nccl", or
+- `lossless`: the fastest exact method there, one of "one_shot", "two_shot", "rs_ag" (reduce-scatter
+  then all-gather), "nccl", or
   ["two_shot", "lossless"] (the two-shot with the lossless bf16 packing: the same bits, fewer bytes);
 - `lossy`: for each codec bound, the fastest [algo, codec] at least as accurate as that codec
   (`admits`). A bound missing here means no lossy method beat the lossless one at these sizes.
@@ -53,7 +54,7 @@ from typing import Any, Callable, Iterable
 
 FORMAT_VERSION = 2  # 2: an entry's "lossless" may be ["two_shot", "lossless"]; 1 is still read
 READABLE_FORMATS = (1, 2)
-ALGOS = ("one_shot", "two_shot", "nccl")
+ALGOS = ("one_shot", "two_shot", "rs_ag", "nccl")
 PASSTHROUGH = ("fp16", "bf16", "fp32")  # each names the exact passthrough in the tensor's own dtype
 LOSSLESS_CODEC = "lossless"  # packs bf16 without changing a bit: an exact method, not a lossy one
 EXACT_CODECS = PASSTHROUGH + (LOSSLESS_CODEC,)

@@ -81,11 +81,12 @@ def _fail(msg):
 
 # ---------------------------------------------------------------- scenarios
 def passthrough_reference(rank, world_size):
-    """One-shot and two-shot against the exact fp32-ordered sum and float64, many sizes, both dtypes."""
+    """One-shot, two-shot and reduce-scatter + all-gather (rs_ag) against the exact fp32-ordered sum and
+    float64, many sizes, both dtypes."""
     res = {}
     comm = qr.Communicator(max_size=64 << 20)
     for dname, dtype in DTYPES.items():
-        for algo in ("one_shot", "two_shot"):
+        for algo in ("one_shot", "two_shot", "rs_ag"):
             for i, n in enumerate(SIZES):
                 if algo == "one_shot" and n * 2 > comm._c.one_shot_max_bytes:
                     continue
@@ -109,6 +110,9 @@ def passthrough_reference(rank, world_size):
         x = xs[rank].clone()
         comm.all_reduce(x, out=x, algo="two_shot")
         res[f"max_size_in_place/{dname}"] = None if torch.equal(x.view(torch.int16), want.view(torch.int16)) else "wrong"
+        x = xs[rank].clone()
+        comm.all_reduce(x, out=x, algo="rs_ag")
+        res[f"rs_ag_in_place/{dname}"] = None if torch.equal(x.view(torch.int16), want.view(torch.int16)) else "wrong"
     comm.close()
     return res
 
@@ -185,7 +189,8 @@ def graph_replays(rank, world_size):
     """1000 replays of a captured graph with new inputs each time, for one-shot, two-shot and a codec."""
     res = {}
     comm = qr.Communicator(max_size=16 << 20)
-    for algo, codec, n in (("one_shot", "fp16", 4096 + 3), ("two_shot", "fp16", 1 << 20), ("two_shot", "int4", 1 << 20)):
+    for algo, codec, n in (("one_shot", "fp16", 4096 + 3), ("two_shot", "fp16", 1 << 20), ("two_shot", "int4", 1 << 20),
+                           ("rs_ag", "fp16", (1 << 20) + 3)):
         dtype = torch.bfloat16
         bank = [inputs_for(9000 + k, n, dtype, world_size) for k in range(4)]
         x = torch.empty(n, dtype=dtype, device="cuda")

@@ -525,6 +525,7 @@ def _own_methods() -> dict[str, Callable[[], Method]]:
         "qr_one_shot": lambda: QuickReduceMethod("qr_one_shot", "one_shot", None),
         "qr_two_shot": lambda: QuickReduceMethod("qr_two_shot", "two_shot", None),
         "qr_lossless": lambda: QuickReduceMethod("qr_lossless", "two_shot", "lossless"),
+        "qr_rs_ag": lambda: QuickReduceMethod("qr_rs_ag", "rs_ag", None),
         "qr_auto": lambda: QuickReduceMethod("qr_auto", "auto", "auto"),
         "qr_auto_int4": lambda: QuickReduceMethod("qr_auto_int4", "auto", "auto:int4"),
     }

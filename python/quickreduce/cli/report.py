@@ -61,7 +61,7 @@ UNFUSED_CODECS = ("passthrough", "lossless", "int4")
 METHOD_LOSSY = {
     "nccl": False, "nccl_copy": False, "nccl_symm": False, "symm_mem_one_shot": False, "symm_mem_two_shot": False, "vllm_custom": False,
     "trtllm_one_shot": False, "trtllm_one_shot_pdl": False, "trtllm_two_shot": False,
-    "qr_one_shot": False, "qr_two_shot": False, "qr_lossless": False, "qr_auto": False,
+    "qr_one_shot": False, "qr_two_shot": False, "qr_rs_ag": False, "qr_lossless": False, "qr_auto": False,
     "flashinfer_fp8": True, "qr_int8": True, "qr_fp8": True, "qr_int6": True, "qr_int4": True,
     "qr_fp4": True, **{f"qr_{codec}": True for codec in QR_ROTATED_CODECS}, "qr_auto_int4": True,
 }
@@ -466,7 +466,7 @@ _COLORS = {
     "nccl": "black", "nccl_copy": "#555555", "nccl_symm": "#333333", "symm_mem_one_shot": "#7f7f7f", "symm_mem_two_shot": "#b0b0b0",
     "vllm_custom": "#8c564b", "trtllm_one_shot": "#d62728", "trtllm_one_shot_pdl": "#ff7f0e",
     "trtllm_two_shot": "#e377c2", "flashinfer_fp8": "#a6a31a",
-    "qr_one_shot": "#6baed6", "qr_two_shot": "#9ecae1", "qr_lossless": "#3182bd", "qr_auto": QR_BEST_COLOR,
+    "qr_one_shot": "#6baed6", "qr_two_shot": "#9ecae1", "qr_rs_ag": "#c6dbef", "qr_lossless": "#3182bd", "qr_auto": QR_BEST_COLOR,
     "qr_int8": "#08306b", "qr_fp8": "#08306b", "qr_int6": "#4a7fd0", "qr_int4": "#10a5b5",
     "qr_fp4": "#10a5b5", "qr_auto_int4": "#10a5b5",
     "symm_mem": "#7f7f7f", "qr_passthrough": "#9ecae1",

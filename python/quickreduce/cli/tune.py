@@ -46,7 +46,7 @@ def candidates(codecs: list[str]) -> dict[str, tuple[str, str | None]]:
     (2026-11-26). In-place calls (the torch.distributed backend) skip that copy."""
     table: dict[str, tuple[str, str | None]] = {
         "nccl_copy": ("nccl", None), "qr_one_shot": ("one_shot", None), "qr_two_shot": ("two_shot", None),
-        "qr_lossless": ("two_shot", "lossless")}
+        "qr_lossless": ("two_shot", "lossless"), "qr_rs_ag": ("rs_ag", None)}
     for codec in codecs:
         if codec != "lossless":  # an exact candidate, in the table above
             table[f"qr_{codec}"] = ("two_shot", codec)
