@@ -23,7 +23,7 @@ echo "tune: exit $? [$SECONDS s]" | tee -a $L
 timeout 110 python3 -m quickreduce.cli bench --no-multicast --gpus 4 --sizes 8K:1G --dtype bf16 --timeout 105 \
   --csv $OUT/bench-w4.csv --plot $OUT/bench-w4.png > /tmp/bench.log 2>&1
 echo "bench: exit $? [$SECONDS s]" | tee -a $L; cat /tmp/bench.log >> $L
-timeout 75 python3 -m quickreduce.cli e2e --no-multicast --model llama3-70b --layers 4 --gpus 4 --prefill 1024,4096,8192 --batches 1,16,64,256 \
+timeout 60 python3 -m quickreduce.cli e2e --no-multicast --model llama3-70b --layers 4 --gpus 4 --prefill 4096,8192 --batches 64,256 \
   --providers nccl,nccl_symm,symm_mem_two_shot,symm_mem_one_shot,trtllm_one_shot,trtllm_one_shot_pdl,trtllm_two_shot,qr_auto,qr_lossless,qr_auto_int6,qr_auto_int4 \
-  --timeout 70 --csv $OUT/e2e-llama3-70b-tp4.csv --no-plot > /tmp/e2e.log 2>&1
+  --timeout 55 --csv $OUT/e2e-llama3-70b-tp4.csv --no-plot > /tmp/e2e.log 2>&1
 echo "e2e: exit $? [$SECONDS s]" | tee -a $L; cat /tmp/e2e.log >> $L; grep -A6 "time_ms ('\*'" /tmp/e2e.log
