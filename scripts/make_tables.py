@@ -15,6 +15,8 @@ repository root). Kinds:
     family    one segment collective (collective=reduce_scatter|all_gather|all_to_all), every method
     epilogue  all_reduce_add_rmsnorm against the two-kernel forms and peers (hidden=N for tokens)
     e2e       `quickreduce e2e` speed: ms per prefill / decode step per provider
+    moe       `quickreduce bench moe`: part=a2a, the dynamic all-to-all against the host-sized call per
+              size; part=layer model=NAME, the MoE layer per tokens and skew against NCCL and qr_host
     accuracy  `quickreduce accuracy --csv`: relative L2 error, measured (predicted), per data/dtype/W
     fidelity  `quickreduce e2e --fidelity --csv`: perplexity and agreement per W and reduction
 
@@ -37,12 +39,13 @@ END = "<!-- end table -->"
 
 SUMMARY_SIZES = ["8K", "128K", "1M", "4M", "16M", "64M", "256M", "1G"]
 CODECS = ["qr_int8", "qr_fp8", "qr_int6", "qr_int6h", "qr_int4", "qr_int4h", "qr_fp4"]
-EXACT = {"qr_one_shot": "one-shot", "qr_two_shot": "two-shot", "qr_lossless": "lossless"}
+EXACT = {"qr_one_shot": "one-shot", "qr_two_shot": "two-shot", "qr_rs_ag": "rs_ag", "qr_lossless": "lossless"}
 PEER_NAMES = {"trtllm_one_shot_pdl": "TRT-LLM PDL", "trtllm_one_shot": "TRT-LLM", "trtllm_two_shot": "TRT-LLM 2-shot",
               "vllm_custom": "vLLM", "symm_mem_two_shot": "symm_mem 2-shot", "symm_mem_one_shot": "symm_mem 1-shot",
-              "symm_mem": "symm_mem", "nccl": "NCCL"}
-ALL_REDUCE_ORDER = ["nccl", "symm_mem_one_shot", "symm_mem_two_shot", "vllm_custom", "trtllm_one_shot",
-                    "trtllm_one_shot_pdl", "trtllm_two_shot", "qr_one_shot", "qr_two_shot", "qr_lossless", "qr_auto",
+              "symm_mem": "symm_mem", "nccl_symm": "NCCL symm", "nccl": "NCCL"}
+ALL_REDUCE_ORDER = ["nccl", "nccl_symm", "symm_mem_one_shot", "symm_mem_two_shot", "vllm_custom", "trtllm_one_shot",
+                    "trtllm_one_shot_pdl", "trtllm_two_shot", "qr_one_shot", "qr_two_shot", "qr_rs_ag", "qr_lossless",
+                    "qr_auto",
                     "flashinfer_fp8"] + CODECS + ["qr_auto_int4"]
 NOT_A_PEER = {"nccl_copy", "flashinfer_fp8"}  # NCCL after a copy is auto's route, not a peer; FlashInfer's fp8 is lossy
 DATASETS = ["gaussian", "student_t", "llm"]
@@ -131,7 +134,7 @@ def all_reduce_table(rows, methods: str | None = None) -> list[str]:
 
 def family_table(rows, collective: str) -> list[str]:
     t = times(rows, collective)
-    order = ["nccl", "symm_mem", "qr_passthrough", "qr_lossless"] + CODECS
+    order = ["nccl", "nccl_symm", "symm_mem", "qr_passthrough", "qr_lossless"] + CODECS
     columns = ordered({m for _, m in t}, order)
     sizes = sorted({s for s, _ in t})
     return markdown(["size"] + columns, [[human_size(s)] + [cell(t.get((s, m))) for m in columns] for s in sizes])
@@ -171,6 +174,55 @@ def e2e_table(rows) -> list[str]:
             cells.append(f"{float(r['time_ms']):.3f}{share}")
         body.append([phase, str(size)] + cells)
     return markdown(["phase", "tokens / batch"] + providers, body)
+
+
+MOE_LAYER_METHODS = ["qr_graph", "qr_graph:fp8", "qr_graph:int4", "qr_host", "nccl"]
+SKEWS = ["even", "skewed", "uniform", "mild", "heavy"]
+
+
+def _skew_key(skew: str):
+    return (SKEWS.index(skew) if skew in SKEWS else len(SKEWS), skew)
+
+
+def moe_table(rows, part: str = "layer", model: str | None = None) -> list[str]:
+    """`quickreduce bench moe --csv`. part=a2a: per size (bytes a rank) and skew, all_to_all_dynamic's and
+    the host-sized all_to_all's us and their ratio. part=layer: per tokens a rank and router skew, the
+    layer's us per method (model=NAME: one model; else a model column) and NCCL's and qr_host's time over
+    qr_graph's."""
+    if part == "a2a":
+        rows = [r for r in rows if r["part"] == "a2a"]
+        skews = sorted({r["skew"] for r in rows}, key=_skew_key)
+        by = {(int(r["bytes"]), r["skew"]): r for r in rows}
+        header = ["size a rank"]
+        for s in skews:
+            header += [f"{s}: dynamic", f"{s}: host-sized", f"{s}: ratio"]
+        body = []
+        for size in sorted({k[0] for k in by}):
+            line = [human_size(size)]
+            for s in skews:
+                r = by.get((size, s))
+                line += [cell(float(r["dynamic_us"])), cell(float(r["host_sized_us"])), f"{float(r['ratio']):.3f}"] \
+                    if r else ["-", "-", "-"]
+            body.append(line)
+        return markdown(header, body)
+    if part != "layer":
+        raise ValueError(f"moe tables have part=a2a or part=layer, got part={part!r}")
+    rows = [r for r in rows if r["part"] == "layer" and (model is None or r["model"] == model) and r.get("us")]
+    t = {(r["model"], int(r["tokens"]), r["skew"], r["method"]): float(r["us"]) for r in rows}
+    methods = ordered({k[3] for k in t}, MOE_LAYER_METHODS)
+    keys = sorted({k[:3] for k in t}, key=lambda k: (k[0], k[1], _skew_key(k[2])))
+    header = ([] if model else ["model"]) + ["tokens a rank", "skew"] + methods + ["nccl / qr_graph", "qr_host / qr_graph"]
+    body = []
+    for key in keys:
+        graph = t.get((*key, "qr_graph"))
+
+        def ratio(m):
+            v = t.get((*key, m))
+            return f"{v / graph:.2f}x" if v and graph else "-"
+
+        body.append(([] if model else [key[0]]) + [str(key[1]), key[2]] + [cell(t.get((*key, m))) for m in methods]
+                    + [ratio("nccl"), ratio("qr_host")])
+    return markdown(header, body)
 
 
 def _sci(value: str) -> str:
@@ -221,7 +273,8 @@ def fidelity_table(rows) -> list[str]:
 
 
 KINDS = {"summary": summary_table, "all-reduce": all_reduce_table, "family": family_table,
-         "epilogue": epilogue_table, "e2e": e2e_table, "accuracy": accuracy_table, "fidelity": fidelity_table}
+         "epilogue": epilogue_table, "e2e": e2e_table, "moe": moe_table, "accuracy": accuracy_table,
+         "fidelity": fidelity_table}
 
 
 # --------------------------------------------------------------------------- markdown files

@@ -70,6 +70,38 @@ def test_a_stale_table_is_found_and_rewritten(tmp_path):
         make_tables.main(["--check"], root=tmp_path)
 
 
+MOE_CSV = """part,model,tokens,skew,method,codec,us,bytes,dynamic_us,host_sized_us,ratio
+a2a,,,even,,,,8192,29.91,27.08,1.105
+a2a,,,skewed,,,,8192,25.17,22.63,1.112
+a2a,,,even,,,,2097152,38.13,35.91,1.062
+layer,deepseek-v3,1,uniform,qr_graph,bf16,133.99,,,,
+layer,deepseek-v3,1,uniform,qr_host,bf16,960.37,,,,
+layer,deepseek-v3,1,uniform,nccl,bf16,1763.03,,,,
+layer,deepseek-v3,4096,heavy,nccl,bf16,12455.9,,,,
+layer,deepseek-v3,4096,heavy,qr_graph,bf16,13314.0,,,,
+layer,deepseek-v3,4096,heavy,qr_graph:fp8,fp8,11733.04,,,,
+layer,mixtral,1,uniform,qr_graph,bf16,118.59,,,,
+"""
+
+
+def test_moe_tables(tmp_path):
+    (tmp_path / "moe.csv").write_text(MOE_CSV)
+    rows = make_tables.read_rows(tmp_path / "moe.csv")
+    a2a = make_tables.moe_table(rows, part="a2a")
+    assert a2a[0] == ("| size a rank | even: dynamic | even: host-sized | even: ratio | skewed: dynamic | skewed: host-sized "
+                      "| skewed: ratio |")
+    assert a2a[2:] == ["| 8K | 29.9 | 27.1 | 1.105 | 25.2 | 22.6 | 1.112 |", "| 2M | 38.1 | 35.9 | 1.062 | - | - | - |"]
+    layer = make_tables.moe_table(rows, part="layer", model="deepseek-v3")
+    assert layer[0] == ("| tokens a rank | skew | qr_graph | qr_graph:fp8 | qr_host | nccl | nccl / qr_graph "
+                        "| qr_host / qr_graph |")
+    assert layer[2:] == ["| 1 | uniform | 134.0 | - | 960.4 | 1763 | 13.16x | 7.17x |",
+                         "| 4096 | heavy | 13314 | 11733 | - | 12456 | 0.94x | - |"]
+    every = make_tables.moe_table(rows, part="layer")  # no model: a model column, every model's rows
+    assert every[0].startswith("| model | tokens a rank | skew |") and every[-1].startswith("| mixtral | 1 | uniform | 118.6 |")
+    with pytest.raises(ValueError, match="part=a2a or part=layer"):
+        make_tables.moe_table(rows, part="both")
+
+
 # The issue's history check: no numbered sessions, calls or runs in the product tree (lab/ keeps them).
 HISTORY = re.compile(r"\bsessions? [0-9]|\bcalls? [0-9]+\b|\bruns? [0-9]+\b", re.IGNORECASE)
 PRODUCT = ["README.md", "docs", "python", "csrc", "examples", "scripts"]
