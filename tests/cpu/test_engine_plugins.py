@@ -416,6 +416,13 @@ def test_engine_max_size_variable(monkeypatch):
             common.engine_max_size_bytes()
 
 
+def test_engine_codec_makes_a_named_lossy_codec_a_bound():
+    assert [common.engine_codec(c) for c in ("fp16", "bf16", "lossless", "auto", "auto:fp8", "int8", "INT4H", "fp8")] == \
+        ["fp16", "bf16", "lossless", "auto", "auto:fp8", "auto:int8", "auto:int4h", "auto:fp8"]
+    with pytest.raises(ValueError):
+        common.engine_codec("int3")
+
+
 def test_workspace_at_the_default_limit_is_far_below_the_communicators_default():
     """What the limit buys (docs/integrations.md): at W=2, 64 MiB costs about half of 128 MiB's workspace."""
     assert _C.workspace_bytes(2, 64 * MiB) < 0.6 * _C.workspace_bytes(2, 128 * MiB)
@@ -530,8 +537,8 @@ def scenario_refusals(rank, W, out_dir):
 
 
 def scenario_hint_and_codec(rank, W, out_dir):
-    """The engine's hint caps the workspace; a lossy codec named in QUICKREDUCE_QUANTIZATION runs at every
-    size up to the limit; the limit variable caps it."""
+    """The engine's hint caps the workspace; a lossy codec named in QUICKREDUCE_QUANTIZATION is a bound
+    (the table's fastest method at most that lossy); the limit variable caps the workspace."""
     os.environ["QUICKREDUCE_TUNE_FILE"] = write_table(os.path.join(out_dir, f"split{rank}.json"), SPLIT_TABLE)
     out = {}
     qr = _attach(rank, max_bytes_hint=2 * MiB)
@@ -540,8 +547,9 @@ def scenario_hint_and_codec(rank, W, out_dir):
     os.environ["QUICKREDUCE_QUANTIZATION"] = "INT4"
     os.environ[common.ENGINE_MAX_SIZE_ENV] = "48"
     qr = _attach(rank)
-    out["int4"] = [qr.comm.max_size, qr.codec, qr.route(16, torch.bfloat16), qr.route(48 * MiB, torch.bfloat16),
-                   qr.route(48 * MiB + 16, torch.bfloat16), sorted({c[2:] for c in qr.comm.calls})]
+    out["int4"] = [qr.comm.max_size, qr.codec, qr.route(16, torch.bfloat16), qr.route(64 * KiB, torch.bfloat16),
+                   qr.route(48 * MiB, torch.bfloat16), qr.route(48 * MiB + 16, torch.bfloat16),
+                   sorted({c[2:] for c in qr.comm.calls})]
     qr.close()
     del os.environ["QUICKREDUCE_QUANTIZATION"], os.environ[common.ENGINE_MAX_SIZE_ENV]
     StandInCommunicator.created.clear()
@@ -565,4 +573,7 @@ def test_attach_values(attach_results):
     calls = attach_results["routes/calls"][0]
     assert calls == [[64 * KiB, "bfloat16"], [64 * KiB, "bfloat16"], [8 * MiB, "float16"]]
     assert attach_results["hint_and_codec/hint"][0] == [2 * MiB, True, False]
-    assert attach_results["hint_and_codec/int4"][0] == [48 * MiB, "int4", True, True, False, [["two_shot", "int4"]]]
+    # INT4 is the bound auto:int4: the table's exact method below its lossy breakpoints (NCCL under 64 KiB:
+    # the engine's), int4 above; the workspace reaches the limit (int4 is taken up to it)
+    assert attach_results["hint_and_codec/int4"][0] == [48 * MiB, "auto:int4", False, True, True, False,
+                                                        [["one_shot", "fp16"], ["two_shot", "int4"]]]

@@ -7,8 +7,9 @@ hooks), then SGLang's ``GroupCoordinator`` for a TP group of every rank. For eac
 
 - every size from 8 KB to 64 MB, bf16 and fp16, through the engine group's ``all_reduce``: exact codecs
   (FP, LOSSLESS) give the bits of the fp32 rank-ordered sum (quickreduce's exact result), lossy codecs
-  (INT8, FP8, INT4) the bits of our own ``quickreduce.Communicator`` with that codec and an error within
-  the codec's bound; every rank holds identical bits;
+  (INT8, FP8, INT4: the plugins plan them as ``auto:<codec>``) the bits of our own
+  ``quickreduce.Communicator`` with the same codec and an error within the codec's bound; every rank
+  holds identical bits;
 - a CUDA graph captured inside the engine's ``graph_capture`` and replayed 100 times with changing inputs,
   every replay checked;
 - sizes above ``QUICKREDUCE_ENGINE_MAX_SIZE_MB`` take the engine's path (checked close to the exact sum,
@@ -95,8 +96,10 @@ def identical_on_all_ranks(t: torch.Tensor) -> bool:
     return all(same_bits(everyone[r], everyone[0]) for r in range(world))
 
 
-def check_call(all_reduce, codec, reference, rank, world_size, seed, numel, dtype, engine_path=False) -> str | None:
-    """One all-reduce through the engine: None, or what went wrong."""
+def check_call(all_reduce, codec, plan_codec, reference, rank, world_size, seed, numel, dtype,
+               engine_path=False) -> str | None:
+    """One all-reduce through the engine: None, or what went wrong. ``codec``: QUICKREDUCE_QUANTIZATION's
+    value; ``plan_codec``: what the plugin runs (EngineAllReduce.codec)."""
     xs = inputs_for(seed, numel, dtype, world_size)
     out = all_reduce(xs[rank].clone())
     torch.cuda.synchronize()
@@ -107,20 +110,20 @@ def check_call(all_reduce, codec, reference, rank, world_size, seed, numel, dtyp
         return None if err < 1e-2 else f"the engine's path: rel err {err:.2e}"
     if codec in EXACT:
         return None if same_bits(out, exact_sum(xs)) else f"not the exact sum's bits (rel err {err:.2e})"
-    want = reference.all_reduce(xs[rank], codec=codec.lower())
+    want = reference.all_reduce(xs[rank], codec=plan_codec)
     if not same_bits(out, want):
-        return f"differs from quickreduce.Communicator with codec {codec} (rel err {err:.2e})"
+        return f"differs from quickreduce.Communicator with codec {plan_codec} (rel err {err:.2e})"
     return None if err <= BOUNDS[codec] else f"rel err {err:.3e} above the {codec} bound {BOUNDS[codec]}"
 
 
-def graph_replays(graph_capture, all_reduce, codec, reference, rank, world_size, numel, dtype) -> str | None:
+def graph_replays(graph_capture, all_reduce, codec, plan_codec, reference, rank, world_size, numel, dtype) -> str | None:
     """Capture all_reduce(static input) inside the engine's graph_capture, replay REPLAYS times loading one of
     four input sets before each replay; every replay's output compared (on the GPU) with its expected bits."""
     sets = [inputs_for(900 + i, numel, dtype, world_size) for i in range(4)]
     if codec in EXACT:
         wants = [exact_sum(xs) for xs in sets]
     else:
-        wants = [reference.all_reduce(xs[rank], codec=codec.lower()) for xs in sets]
+        wants = [reference.all_reduce(xs[rank], codec=plan_codec) for xs in sets]
     static = sets[0][rank].clone()
     wrong = torch.zeros((), dtype=torch.int64, device="cuda")
     want = torch.empty_like(static)
@@ -224,8 +227,8 @@ def run_engine(name, rank, world_size, start, stop, group_all_reduce, graph_capt
                 engine_path = split and nbytes > SPLIT_LIMIT_MB * MiB
                 if qra.takes(torch.empty(numel, dtype=dtype, device="cuda")) == engine_path:
                     res[f"{key}/{dname}/{nbytes}/route"] = f"takes={not engine_path} expected"
-                res[f"{key}/{dname}/{nbytes}"] = check_call(group_all_reduce, codec_name, reference, rank, world_size,
-                                                            100 + i, numel, dtype, engine_path)
+                res[f"{key}/{dname}/{nbytes}"] = check_call(group_all_reduce, codec_name, qra.codec, reference, rank,
+                                                            world_size, 100 + i, numel, dtype, engine_path)
         for nbytes in GRAPH_SIZES:
             for dname, dtype in DTYPES.items():
                 if dname == "fp16" and nbytes != 512 * KiB:
@@ -234,11 +237,12 @@ def run_engine(name, rank, world_size, start, stop, group_all_reduce, graph_capt
                 if engine_path:
                     continue  # the engine's own graph path: not bitwise comparable at W > 2
                 res[f"{key}/graph/{dname}/{nbytes}"] = graph_replays(graph_capture, group_all_reduce, codec_name,
-                                                                     reference, rank, world_size, nbytes // 2, dtype)
+                                                                     qra.codec, reference, rank, world_size,
+                                                                     nbytes // 2, dtype)
         if codec in ("FP", "INT8", "INT4"):
             for nbytes in SIZES:
                 us = time_graph(graph_capture, group_all_reduce, nbytes // 2, torch.bfloat16)
-                rows.append([name, gpu, world_size, "bf16", nbytes, "quickreduce", codec.lower(), f"{us:.2f}"])
+                rows.append([name, gpu, world_size, "bf16", nbytes, "quickreduce", qra.codec, f"{us:.2f}"])
                 if codec == "FP":
                     with detach():
                         us = time_graph(graph_capture, group_all_reduce, nbytes // 2, torch.bfloat16)

@@ -59,6 +59,18 @@ def engine_max_size_bytes() -> int:
     return int(mb * (1 << 20)) // 16 * 16
 
 
+def engine_codec(codec: str) -> str:
+    """The codec an engine plugin plans with, from QUICKREDUCE_QUANTIZATION's: a lossy codec named alone
+    (``INT8``) becomes the bound ``auto:int8``, the tuning table's fastest method at most that lossy at each
+    size: the exact one-shot where it is faster than the codec (small messages), the codec or a more
+    accurate one where that is faster. Exact codecs and ``auto``/``auto:<codec>`` stay as they are."""
+    from .. import codecs
+    lowered = codec.lower()
+    if lowered == "auto" or lowered.startswith("auto:") or lowered in ("fp16", "bf16", "fp32", "none", "lossless"):
+        return lowered
+    return "auto:" + codecs.canonical(lowered)
+
+
 def format_bytes(n: int) -> str:
     """1536 -> '1.5 KiB', 5931641 -> '5.657 MiB', 16777215 -> '16 MiB' (four significant digits)."""
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
@@ -245,7 +257,7 @@ def _local_settings(engine: str, world_size: int, device: torch.device, max_byte
     if world_size not in SUPPORTED_WORLD_SIZES:
         raise ValueError(f"a group of {world_size} ranks (quickreduce runs on {SUPPORTED_WORLD_SIZES[0]}.."
                          f"{SUPPORTED_WORLD_SIZES[-1]} GPUs of one node)")
-    codec = config.default_codec("all_reduce")
+    codec = engine_codec(config.default_codec("all_reduce"))
     limit = engine_max_size_bytes()
     upto = min(limit, max_bytes_hint) if max_bytes_hint else limit
     router = make_router(codec, world_size, device)
