@@ -26,7 +26,7 @@ def codec_info(name: str) -> dict:
     accepted = codec_names() + [n for n in PASSTHROUGH_NAMES if n != "fp16"]
     if lowered not in accepted:
         why = ("picks a codec per call (by size, dtype and the machine's tuning table), so it has no single "
-               "codec's info; " if lowered == "auto" or lowered.startswith("auto:") else "is unknown; ")
+               "codec's info; " if _names_auto(lowered) else "is unknown; ")
         raise ValueError(f"codec_info: {name!r} {why}codec_info takes one of {accepted}")
     info = dict(_C.codec_info(canonical(lowered)))
     if lowered in PASSTHROUGH_BITS:
@@ -45,6 +45,30 @@ def canonical(name: str) -> str:
     if lowered not in codec_names():
         raise ValueError(f"unknown codec {name!r}; choose from {codec_names() + ['bf16', 'auto', 'auto:<codec>']}")
     return lowered
+
+
+AUTO = "auto"
+AUTO_PREFIX = AUTO + ":"
+
+
+def parse_codec_request(name: str) -> tuple[bool, str | None]:
+    """How a codec argument reads, as ``(is_auto, codec)``: ``"auto"`` is ``(True, None)`` (the exact
+    method the tuning table ranks fastest); ``"auto:<codec>"`` is ``(True, canonical(<codec>))`` (the
+    table's fastest method at most as lossy as that bound); any other name is ``(False, canonical(name))``.
+    Case-insensitive. TypeError for a non-string, ValueError for an unknown codec (also after ``auto:``)."""
+    if not isinstance(name, str):
+        raise TypeError(f"codec must be a string, got {type(name).__name__}")
+    lowered = name.lower()
+    if lowered == AUTO:
+        return True, None
+    if lowered.startswith(AUTO_PREFIX):
+        return True, canonical(lowered[len(AUTO_PREFIX):])
+    return False, canonical(lowered)
+
+
+def _names_auto(lowered: str) -> bool:
+    """Whether a lower-case codec name is ``auto`` or ``auto:...`` (known codec after the colon or not)."""
+    return lowered == AUTO or lowered.startswith(AUTO_PREFIX)
 
 
 def codec_id(name: str) -> int:

@@ -26,21 +26,18 @@ def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor, 
     the table holds no measurement of the collective), except where the passthrough's segments take
     the flag-in-data path (`takes_packets`): there it stays exact."""
     name = codec if codec is not None else comm.codec_for(collective)
-    if not isinstance(name, str):
-        raise TypeError(f"codec must be a string, got {type(name).__name__}")
-    lowered = name.lower()
-    if lowered == "auto":
+    is_auto, bound = codecs.parse_codec_request(name)
+    if not is_auto:
+        return bound
+    if bound is None:
         return "fp16"
-    if lowered.startswith("auto:"):
-        from . import tuning
-        bound = codecs.canonical(lowered.split(":", 1)[1])
-        if collective == "all_reduce":  # the fp32 all-reduce: reduce-scatter + all-gather
-            collective = "reduce_scatter"
-        if even and takes_packets(comm, collective, x):
-            return "fp16"  # the exact passthrough, as "auto"
-        chosen = tuning.choose_collective(comm.tune_table(), collective, x.numel() * x.element_size(), x.dtype, bound)
-        return codecs.canonical(chosen)
-    return codecs.canonical(lowered)
+    from . import tuning
+    if collective == "all_reduce":  # the fp32 all-reduce: reduce-scatter + all-gather
+        collective = "reduce_scatter"
+    if even and takes_packets(comm, collective, x):
+        return "fp16"  # the exact passthrough, as "auto"
+    chosen = tuning.choose_collective(comm.tune_table(), collective, x.numel() * x.element_size(), x.dtype, bound)
+    return codecs.canonical(chosen)
 
 
 def takes_packets(comm, collective: str, x: torch.Tensor) -> bool:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 
+from . import codecs
+
 DEFAULT_MAX_SIZE_MB = 128
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -67,8 +69,11 @@ def _codec_from_env(name: str, raw: str) -> str:
     upper = raw.upper()
     if upper in _QUANTIZATION_NAMES:
         return _QUANTIZATION_NAMES[upper]
-    if raw.lower().startswith("auto:"):
-        return raw.lower()
+    if raw.lower().startswith(codecs.AUTO_PREFIX):
+        try:
+            return codecs.AUTO_PREFIX + codecs.parse_codec_request(raw)[1]
+        except ValueError as e:
+            raise ValueError(f"{name}={raw!r}: {e}") from None
     raise ValueError(f"{name}={raw!r}: expected one of {sorted(_QUANTIZATION_NAMES)} or auto:<codec>")
 
 

@@ -153,9 +153,7 @@ def resolve_codecs(given: Optional[dict]) -> dict:
             raise ValueError(f"Options.codecs has key {name!r}; keys are {COLLECTIVES}")
         if not isinstance(codec, str):
             raise TypeError(f"Options.codecs[{name!r}] must be a string, got {type(codec).__name__}")
-        lowered = codec.lower()
-        if lowered != "auto":  # fail now, not at the first call: canonical() raises for unknown names
-            codecs.canonical(lowered[len("auto:"):] if lowered.startswith("auto:") else lowered)
+        codecs.parse_codec_request(codec)  # fail now, not at the first call: it raises for unknown names
     return {c: given.get(c) or config.default_codec(c) for c in COLLECTIVES}
 
 

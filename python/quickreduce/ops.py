@@ -68,7 +68,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from . import _C, collectives
+from . import _C, codecs, collectives
 
 REDUCE_OPS = ("sum", "avg", "max", "min")
 EXACT_CODECS = ("fp16", "bf16", "fp32", "none", "lossless")  # the passthrough's names and lossless: same bits
@@ -127,12 +127,11 @@ def reduce_op_name(op) -> str:
 
 def is_exact(codec: str) -> bool:
     """True for codec names that give the exact values: the passthrough, lossless, auto, auto:<exact>."""
-    name = codec.lower()
-    if name == "auto":
-        return True
-    if name.startswith("auto:"):
-        name = name[len("auto:"):]
-    return name in EXACT_CODECS
+    try:
+        _, name = codecs.parse_codec_request(codec)
+    except ValueError:  # an unknown codec is not an exact one
+        return False
+    return name is None or name in EXACT_CODECS
 
 
 def check_reduce(op, codec, collective: str) -> tuple[str, str]:

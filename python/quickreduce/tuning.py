@@ -52,6 +52,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from . import codecs
+
 FORMAT_VERSION = 2  # 2: an entry's "lossless" may be ["two_shot", "lossless"]; 1 is still read
 READABLE_FORMATS = (1, 2)
 ALGOS = ("one_shot", "two_shot", "rs_ag", "nccl")
@@ -335,13 +337,17 @@ def exact_choice(entry: dict[str, Any], dt: str) -> tuple[str, str]:
 def _normalized_bound(bound: str | None, table: TuneTable) -> str | None:
     if bound is None:
         return None
-    bound = bound.strip().lower()
-    if bound.startswith("auto:"):
-        bound = bound[len("auto:"):]
-    if bound in ("", "auto", "lossless") or bound in PASSTHROUGH:
+    given = bound.strip()
+    if not given:
+        return None
+    try:
+        _, bound = codecs.parse_codec_request(given)
+    except ValueError:
+        bound = given.lower()
+    if bound is None or bound in EXACT_CODECS:
         return None
     if bound not in table.codec_error_order and bound not in DEFAULT_CODEC_ERROR_ORDER:
-        raise ValueError(f"unknown codec bound {bound!r}; known: {', '.join(DEFAULT_CODEC_ERROR_ORDER)}")
+        raise ValueError(f"unknown codec bound {given!r}; known: {', '.join(DEFAULT_CODEC_ERROR_ORDER)}")
     return bound
 
 

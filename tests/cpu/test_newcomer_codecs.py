@@ -35,3 +35,17 @@ def test_lossy_codecs_unchanged():
         info = qr.codec_info(name)
         assert info["name"] == name and info["ratio"] == pytest.approx(info["bits_per_value"] / 16)
     assert qr.codec_info("fp8")["bits_per_value"] == 8.5 and qr.codec_info("int4")["bits_per_value"] == 4.5
+
+
+def test_parse_codec_request_is_the_one_auto_parser():
+    from quickreduce.codecs import parse_codec_request
+    assert parse_codec_request("auto") == (True, None)
+    assert parse_codec_request("AUTO:Int4") == (True, "int4")
+    assert parse_codec_request("auto:bf16") == (True, "fp16")
+    assert parse_codec_request("lossless") == (False, "lossless")
+    assert parse_codec_request("fp32") == (False, "fp16")
+    for bad in ("auto:", "auto:int3", "int3"):
+        with pytest.raises(ValueError):
+            parse_codec_request(bad)
+    with pytest.raises(TypeError):
+        parse_codec_request(4)
