@@ -40,11 +40,6 @@ def no_reduction(partial: torch.Tensor) -> torch.Tensor:
 
 # --------------------------------------------------------------------------- weights
 
-def _layer_keys(config: ModelConfig) -> list[str]:
-    keys = ["attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down"]
-    return keys + (["q_norm", "k_norm"] if config.qk_norm else [])
-
-
 def full_random_weights(config: ModelConfig, seed: int = 0, dtype: torch.dtype = torch.float32,
                         device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
     """The unsharded model's weights: N(0, 1/fan_in) matrices, norms near 1 (not exactly 1, so a
