@@ -43,7 +43,7 @@ EXACT = {"qr_one_shot": "one-shot", "qr_two_shot": "two-shot", "qr_rs_ag": "rs_a
 PEER_NAMES = {"trtllm_one_shot_pdl": "TRT-LLM PDL", "trtllm_one_shot": "TRT-LLM", "trtllm_two_shot": "TRT-LLM 2-shot",
               "vllm_custom": "vLLM", "symm_mem_two_shot": "symm_mem 2-shot", "symm_mem_one_shot": "symm_mem 1-shot",
               "symm_mem": "symm_mem", "nccl_symm": "NCCL symm", "nccl": "NCCL"}
-ALL_REDUCE_ORDER = ["nccl", "nccl_symm", "symm_mem_one_shot", "symm_mem_two_shot", "vllm_custom", "trtllm_one_shot",
+ALL_REDUCE_ORDER = ["nccl", "nccl_copy", "nccl_symm", "symm_mem_one_shot", "symm_mem_two_shot", "vllm_custom", "trtllm_one_shot",
                     "trtllm_one_shot_pdl", "trtllm_two_shot", "qr_one_shot", "qr_two_shot", "qr_rs_ag", "qr_lossless",
                     "qr_auto",
                     "flashinfer_fp8"] + CODECS + ["qr_auto_int4"]
