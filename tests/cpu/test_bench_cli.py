@@ -202,14 +202,14 @@ def test_graph_plan():
 
 
 def test_every_listed_method_has_an_adapter():
-    methods = pytest.importorskip("quickreduce.cli.methods")
+    registry = pytest.importorskip("quickreduce.cli.registry")
     for name, lossy in report.METHOD_LOSSY.items():
-        method = methods.make_method(name)
+        method = registry.make_method(name)
         assert method.name == name and method.lossy == lossy
-    assert methods.make_method("nccl").inplace and methods.make_method("symm_mem_two_shot").inplace
-    assert not methods.make_method("qr_two_shot").inplace
+    assert registry.make_method("nccl").inplace and registry.make_method("symm_mem_two_shot").inplace
+    assert not registry.make_method("qr_two_shot").inplace
     with pytest.raises(KeyError):
-        methods.make_method("nope")
+        registry.make_method("nope")
 
 
 def test_info_runs_without_gpus(capsys):
@@ -369,7 +369,7 @@ def _sweep_on_cpu(rank, world_size, config):
     import torch
     import torch.distributed as dist
 
-    from quickreduce.cli import harness, methods, peers
+    from quickreduce.cli import harness, methods, peers, registry
 
     cuda = torch.cuda
     cuda.synchronize = lambda *a, **k: None
@@ -420,9 +420,9 @@ def _sweep_on_cpu(rank, world_size, config):
             return out
 
     peers.PEER_METHODS.update(broken=Broken, scaled=Scaled, small=Small)
-    exchange = methods._exchange_methods
+    exchange = registry.exchange_methods
     fakes = {"all_gather": {"scaled": ScaledGather}, "all_to_all": {"rank_copy": SkewedAllToAll}}
-    methods._exchange_methods = lambda c: {**exchange(c), **fakes.get(c, {})}
+    registry.exchange_methods = lambda c: {**exchange(c), **fakes.get(c, {})}
     return harness.run_sweep(rank, world_size, config)
 
 
@@ -461,7 +461,7 @@ def _sweep_with_gap_time(gap_us, rank, world_size, config):
     surface on rank 1 only, after its timed replays (as a peer timeout would)."""
     import torch.distributed as dist
 
-    from quickreduce.cli import harness, methods, peers
+    from quickreduce.cli import harness, methods, peers, registry
 
     class LateFail(methods.Method):
         name = "late_fail"
@@ -758,18 +758,18 @@ def test_list_methods_per_collective(capsys):
 
 
 def test_every_collective_method_has_an_adapter():
-    methods = pytest.importorskip("quickreduce.cli.methods")
+    registry = pytest.importorskip("quickreduce.cli.registry")
     for collective, known in report.COLLECTIVE_METHODS.items():
         for name, lossy in known.items():
-            method = methods.make_method(name, collective)
+            method = registry.make_method(name, collective)
             assert (method.name, method.collective, method.lossy) == (name, collective, lossy)
             assert method.shared_gpu_ok == name.startswith("qr_")
             if collective in ("reduce_scatter", "all_gather", "all_to_all"):
                 assert not method.inplace
     with pytest.raises(KeyError):
-        methods.make_method("trtllm_one_shot", "all_gather")
+        registry.make_method("trtllm_one_shot", "all_gather")
     with pytest.raises(KeyError):
-        methods.make_method("nccl", "broadcast")
+        registry.make_method("nccl", "broadcast")
 
 
 def test_shared_gpu_without_a_gpu_says_so(capsys):

@@ -13,7 +13,8 @@ import torch
 import torch.distributed as dist
 
 from quickreduce.cli import bench, epilogue, report, tune
-from quickreduce.cli.methods import RunContext, SkipMethod, collective_skip_reason, make_method
+from quickreduce.cli.methods import RunContext, SkipMethod, collective_skip_reason
+from quickreduce.cli.registry import make_method
 from quickreduce.cli.report import EPILOGUE, complete_rows, read_csv, write_csv
 from test_bench_cli import _sweep_on_cpu  # the CPU sweep with CUDA faked
 

@@ -19,13 +19,11 @@ weight in float64, nothing rounded in between.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 import torch.distributed as dist
 
 from .methods import Method, QuickReduceMethod, RunContext, SkipMethod
-from .report import EPILOGUE, EPILOGUE_CODECS, EPILOGUE_METHOD_LOSSY, UNFUSED_CODECS
+from .report import EPILOGUE, EPILOGUE_METHOD_LOSSY
 
 EPS = 1e-6
 REFERENCE_CHUNK = 16 << 20  # values per step of the float64 reference
@@ -156,17 +154,3 @@ class QrUnfusedMethod(QrFusedMethod):
     def run(self, inp, out):
         summed = self.comm.all_reduce(self.rows(inp), out=self.rows(out[0]), codec=self.codec)
         return torch_add_rmsnorm(summed, self.residual, self.weight, residual_out=self.rows(out[1]))
-
-
-def epilogue_methods() -> dict[str, Callable[[], Method]]:
-    """Method name -> adapter factory, for every name in report.EPILOGUE_METHOD_LOSSY."""
-    from .peers import TrtllmFusedMethod
-
-    methods: dict[str, Callable[[], Method]] = {
-        "nccl_unfused": NcclUnfusedMethod, "trtllm_fused": TrtllmFusedMethod}
-    for kind, adapter, codecs in (("fused", QrFusedMethod, EPILOGUE_CODECS),
-                                  ("unfused", QrUnfusedMethod, UNFUSED_CODECS)):
-        for codec in codecs:
-            name = f"qr_{kind}_{codec}"
-            methods[name] = lambda n=name, a=adapter, c=codec: a(n, None if c == "passthrough" else c)
-    return methods

@@ -52,9 +52,9 @@ import torch
 import torch.distributed as dist
 
 from . import epilogue
-from .methods import (Method, RunContext, SkipMethod, close_shared, collective_numels,
-                      collective_skip_reason, make_method)
+from .methods import Method, RunContext, SkipMethod, close_shared, collective_numels, collective_skip_reason
 from .peers import close_shared_peers
+from .registry import make_method
 from .report import EPILOGUE, REPLICATED_COLLECTIVES, complete_rows, human_size, write_csv
 
 L2_MULTIPLE = 4  # data touched per replay, in L2 sizes
@@ -187,26 +187,26 @@ def _set_up(ctx: RunContext, names: list[str], state: SweepState,
             state.notes.append(f"{_label(name, collective)}: not run ({ctx.dtype_name}): "
                                f"{SHARED_GPU_SKIP}")
             continue
-        error = _agreed(ctx, lambda: method.setup(ctx))
+        error = agreed(ctx, lambda: method.setup(ctx))
         if error is None:
             methods.append(method)
         else:
             state.notes.append(f"{_label(name, collective)}: not run ({ctx.dtype_name}): {error}")
-            _agreed(ctx, method.close)  # release whatever a half-done setup holds
-        _barrier(ctx)
+            agreed(ctx, method.close)  # release whatever a half-done setup holds
+        barrier(ctx)
     return methods
 
 
 def _close(ctx: RunContext, methods: list[Method], state: SweepState) -> None:
     for method in methods:
-        error = _agreed(ctx, method.close)
+        error = agreed(ctx, method.close)
         if error:
             state.notes.append(f"{_label(method.name, method.collective)}: close failed: {error}")
     for closer in (close_shared_peers, close_shared):
-        error = _agreed(ctx, lambda: closer(ctx))
+        error = agreed(ctx, lambda: closer(ctx))
         if error:
             state.notes.append(f"closing shared resources failed: {error}")
-    _barrier(ctx)
+    barrier(ctx)
 
 
 def _sweep_size(ctx: RunContext, methods: list[Method], size: int, config: SweepConfig,
@@ -233,7 +233,7 @@ def _sweep_size(ctx: RunContext, methods: list[Method], size: int, config: Sweep
             state.skipped.setdefault((_label(method.name, collective), reason), []).append(size)
             continue
         measured: dict[str, Any] = {}
-        error = _agreed(ctx, lambda: measured.update(
+        error = agreed(ctx, lambda: measured.update(
             _measure(ctx, method, size, check_input, reference, config, l2_bytes)))
         if error is None:
             state.rows.append({"size": size, "method": method.name, "lossy": method.lossy,
@@ -243,7 +243,7 @@ def _sweep_size(ctx: RunContext, methods: list[Method], size: int, config: Sweep
             methods.remove(method)  # a method that failed once is not trusted with larger sizes
             state.notes.append(f"{_label(method.name, collective)}: failed at {human_size(size)} "
                                f"({ctx.dtype_name}), dropped for the rest of the run: {error}")
-        _barrier(ctx)
+        barrier(ctx)
 
 
 def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tensor,
@@ -278,7 +278,7 @@ def _measure(ctx: RunContext, method: Method, size: int, check_input: torch.Tens
         inputs.normal_(generator=generator)
 
     refill()
-    _barrier(ctx)
+    barrier(ctx)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         for i in range(calls):
@@ -330,7 +330,7 @@ def _time_graph(ctx: RunContext, graph, calls: int, warmup: int, replays: int,
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if refill is not None:
             refill()
-        _barrier(ctx)
+        barrier(ctx)
         if hasattr(torch.cuda, "_sleep"):
             torch.cuda._sleep(SLEEP_CYCLES)
         if align_start:
@@ -435,7 +435,7 @@ def _identical_on_all_ranks(result: torch.Tensor, ctx: RunContext) -> bool:
 
 # --------------------------------------------------------------------------- agreement
 
-def _agreed(ctx: RunContext, action: Callable[[], Any]) -> str | None:
+def agreed(ctx: RunContext, action: Callable[[], Any]) -> str | None:
     """Run `action` on every rank; None if it worked everywhere, else the first error.
 
     All ranks then take the same branch, so a method that fails (the same way) everywhere is
@@ -461,7 +461,7 @@ def _agreed(ctx: RunContext, action: Callable[[], Any]) -> str | None:
     return message if len(failed) == ctx.world_size else f"rank {rank}: {message}"
 
 
-def _barrier(ctx: RunContext) -> None:
+def barrier(ctx: RunContext) -> None:
     torch.cuda.synchronize()
     dist.barrier(group=ctx.group)
     torch.cuda.synchronize()

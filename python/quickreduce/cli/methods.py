@@ -5,7 +5,7 @@ do (`skip_reason`), provides input buffers (`alloc_inputs`: symmetric memory for
 launches one call of its collective on the current stream (`run`), the same way eagerly and under
 CUDA-graph capture. `after_capture` runs after each capture (vLLM registers graph buffers there);
 `close` at the end. Peers from FlashInfer live in peers.py, the all-reduce + add + RMSNorm
-epilogue's adapters in epilogue.py; `make_method` knows them all.
+epilogue's adapters in epilogue.py; `registry.make_method` knows them all.
 
 Every adapter does one collective (`collective`, default all-reduce; `run(inp, out)` gets flat
 buffers shaped as `collective_numels` says). Reduce-scatter, all-gather and all-to-all have NCCL
@@ -15,13 +15,12 @@ buffers shaped as `collective_numels` says). Reduce-scatter, all-gather and all-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from .report import (ALL_REDUCE_SHAPED, EPILOGUE, EXCHANGE_METHOD_LOSSY, METHOD_LOSSY, QR_CODECS,
-                     QR_ROTATED_CODECS, QR_ROW_CODECS)
+from .report import ALL_REDUCE_SHAPED, EPILOGUE, EXCHANGE_METHOD_LOSSY, METHOD_LOSSY, QR_ROTATED_CODECS, QR_ROW_CODECS
 
 
 class SkipMethod(Exception):
@@ -490,65 +489,3 @@ def close_shared(ctx: RunContext) -> None:
         torch.cuda.synchronize()
         backend.deregister_mem_pool(pool)
     ctx.shared.pop("epilogue_operands", None)  # epilogue.operands' residual and weight
-
-
-# --------------------------------------------------------------------------- registry
-
-EXCHANGE_NCCL: dict[str, Callable[[], Method]] = {
-    "reduce_scatter": NcclReduceScatterMethod, "all_gather": NcclAllGatherMethod,
-    "all_to_all": NcclAllToAllMethod}
-EXCHANGE_SYMM_MEM: dict[str, Callable[[], Method]] = {
-    "reduce_scatter": SymmMemReduceScatterMethod, "all_gather": SymmMemAllGatherMethod,
-    "all_to_all": SymmMemAllToAllMethod}
-
-
-def _exchange_methods(collective: str) -> dict[str, Callable[[], Method]]:
-    methods: dict[str, Callable[[], Method]] = {
-        "nccl": EXCHANGE_NCCL[collective],
-        "nccl_symm": lambda: NcclSymmetricMethod(collective),
-        "symm_mem": EXCHANGE_SYMM_MEM[collective],
-        "qr_passthrough": lambda: QuickReduceExchangeMethod("qr_passthrough", collective, None),
-    }
-    for codec in QR_ROW_CODECS + QR_ROTATED_CODECS:
-        methods[f"qr_{codec}"] = lambda c=codec: QuickReduceExchangeMethod(f"qr_{c}", collective, c)
-    methods["qr_auto_int4"] = lambda: QuickReduceExchangeMethod("qr_auto_int4", collective, "auto:int4")
-    return methods
-
-
-def _own_methods() -> dict[str, Callable[[], Method]]:
-    methods: dict[str, Callable[[], Method]] = {
-        "nccl": NcclMethod,
-        "nccl_copy": NcclCopyMethod,
-        "nccl_symm": NcclSymmetricMethod,
-        "symm_mem_one_shot": lambda: SymmMemMethod("symm_mem_one_shot", "one_shot"),
-        "symm_mem_two_shot": lambda: SymmMemMethod("symm_mem_two_shot", "two_shot"),
-        "qr_one_shot": lambda: QuickReduceMethod("qr_one_shot", "one_shot", None),
-        "qr_two_shot": lambda: QuickReduceMethod("qr_two_shot", "two_shot", None),
-        "qr_lossless": lambda: QuickReduceMethod("qr_lossless", "two_shot", "lossless"),
-        "qr_rs_ag": lambda: QuickReduceMethod("qr_rs_ag", "rs_ag", None),
-        "qr_auto": lambda: QuickReduceMethod("qr_auto", "auto", "auto"),
-        "qr_auto_int4": lambda: QuickReduceMethod("qr_auto_int4", "auto", "auto:int4"),
-    }
-    for codec in QR_CODECS + QR_ROTATED_CODECS:
-        methods[f"qr_{codec}"] = lambda c=codec: QuickReduceMethod(f"qr_{c}", "two_shot", c)
-    return methods
-
-
-def make_method(name: str, collective: str = "all_reduce") -> Method:
-    """The adapter of one method of one collective (the FlashInfer peers are all-reduces; the
-    epilogue's are in epilogue.py)."""
-    from .peers import PEER_METHODS
-
-    if collective == "all_reduce":
-        factories = {**_own_methods(), **PEER_METHODS}
-    elif collective in EXCHANGE_NCCL:
-        factories = _exchange_methods(collective)
-    elif collective == EPILOGUE:
-        from .epilogue import epilogue_methods
-
-        factories = epilogue_methods()
-    else:
-        raise KeyError(f"unknown collective {collective!r}")
-    if name not in factories:
-        raise KeyError(f"unknown {collective} method {name!r}")
-    return factories[name]()

@@ -68,7 +68,8 @@ def select_providers(spec: str) -> list[str]:
 
 def make_provider_method(name: str):
     """The bench adapter (cli.methods.Method) behind a provider."""
-    from ..cli.methods import QuickReduceMethod, make_method
+    from ..cli.methods import QuickReduceMethod
+    from ..cli.registry import make_method
 
     if name not in PROVIDERS:
         raise KeyError(f"unknown provider {name!r}; known: {', '.join(PROVIDERS)}")

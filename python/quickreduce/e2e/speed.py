@@ -34,7 +34,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from ..cli.harness import _agreed as agreed, _barrier as barrier  # the bench's: all ranks take one branch
+from ..cli.harness import agreed, barrier  # the bench's: all ranks take one branch
 from ..cli.methods import RunContext, close_shared
 from ..cli.peers import close_shared_peers
 from .config import ModelConfig, ShardPlan
