@@ -8,10 +8,29 @@
 # pyproject.toml's tables (what `pip install` writes). Writes $OUT/engines-wW.log and $OUT/engines-wW.csv.
 # Environment passed on: QR_ENGINE_CODECS (default FP,LOSSLESS,INT8,FP8,INT4), QR_TEST_SCENARIOS
 # (vllm_engine,sglang_engine), ENGINE_CHECK_TIMEOUT_S (default 560).
+#
+# The tree, the kit (~37 MB) and a wheel (~12 MB) come close to a call's 64 MiB. Here, before the call,
+#   bash lab/scripts/engine_gpu_check.sh pack WHEEL_NAME
+# writes .wheels/WHEEL_NAME-ext/ holding the wheel's extension alone, lzma-packed (~11 MB); carry that
+# and pass WHEEL_NAME-ext.
 set -uo pipefail
+cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)"
+if [ "${1:-}" = pack ]; then
+  name=${2:?usage: engine_gpu_check.sh pack WHEEL_NAME}
+  mkdir -p ".wheels/$name-ext"
+  python3 - ".wheels/$name" ".wheels/$name-ext/quickreduce-ext.whl" <<'PY'
+import glob, sys, zipfile
+src = zipfile.ZipFile(sorted(glob.glob(sys.argv[1] + "/*.whl"))[-1])
+so = next(n for n in src.namelist() if n.startswith("quickreduce/_C"))
+with zipfile.ZipFile(sys.argv[2], "w", compression=zipfile.ZIP_LZMA) as dst:
+    dst.writestr(so, src.read(so))
+print(sys.argv[2], "holds", so)
+PY
+  ls -la ".wheels/$name-ext"
+  exit
+fi
 W=${1:?usage: engine_gpu_check.sh W WHEEL_NAME}
 WHEEL=${2:?usage: engine_gpu_check.sh W WHEEL_NAME}
-cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)"
 DEVICE_LOG=engines-w$W.log source lab/scripts/device_lib.sh
 use "$WHEEL" || { echo "no wheel .wheels/$WHEEL"; exit 1; }
 site=/tmp/engine-site
