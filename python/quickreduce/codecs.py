@@ -51,19 +51,21 @@ AUTO = "auto"
 AUTO_PREFIX = AUTO + ":"
 
 
-def parse_codec_request(name: str) -> tuple[bool, str | None]:
+def parse_codec_request(name: str, check: bool = True) -> tuple[bool, str | None]:
     """How a codec argument reads, as ``(is_auto, codec)``: ``"auto"`` is ``(True, None)`` (the exact
     method the tuning table ranks fastest); ``"auto:<codec>"`` is ``(True, canonical(<codec>))`` (the
     table's fastest method at most as lossy as that bound); any other name is ``(False, canonical(name))``.
-    Case-insensitive. TypeError for a non-string, ValueError for an unknown codec (also after ``auto:``)."""
+    Case-insensitive. TypeError for a non-string, ValueError for an unknown codec (also after ``auto:``).
+    ``check=False`` only splits the lower-cased text (no canonical name, no check, no call into the
+    extension: what torch.compile traces without a graph break)."""
     if not isinstance(name, str):
         raise TypeError(f"codec must be a string, got {type(name).__name__}")
     lowered = name.lower()
     if lowered == AUTO:
         return True, None
-    if lowered.startswith(AUTO_PREFIX):
-        return True, canonical(lowered[len(AUTO_PREFIX):])
-    return False, canonical(lowered)
+    is_auto = lowered.startswith(AUTO_PREFIX)
+    codec = lowered[len(AUTO_PREFIX):] if is_auto else lowered
+    return is_auto, (canonical(codec) if check else codec)
 
 
 def _names_auto(lowered: str) -> bool:
