@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from .launch import add_multicast_option, apply_multicast_option
+from .plots import plot
 from .report import (COLLECTIVE_METHODS, COLLECTIVES, EPILOGUES, QR_ROTATED_CODECS, QR_ROW_CODECS,
-                     complete_rows, device_tag, parse_size, parse_sizes, plot, print_results,
-                     read_csv, write_csv)
+                     complete_rows, device_tag, parse_size, parse_sizes, print_results, read_csv, write_csv)
 
 DEFAULT_SIZES = "8K:1G"
 DEFAULT_TIMEOUT_S = 540  # under the device machines' 10-minute limit per command
