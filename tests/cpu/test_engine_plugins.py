@@ -384,6 +384,24 @@ def test_router_segments_and_workspace_size(split_table):
             assert r.plan(n, dtype).takes == split_table_takes(n, dtype) or n > 33554431, (n, dtype)
 
 
+def test_workspace_covers_a_padded_route(tmp_path, monkeypatch):
+    """The reduce-scatter + all-gather route pads a message to W equal chunks: the workspace grows past the
+    largest size taken so that the plan still takes it (the routing itself stops at that size)."""
+    table = {"format": 2, "gpu": "cpu", "world_size": 4,
+             "dtypes": {"bf16": [{"max_bytes": 1048575, "lossless": "one_shot", "lossy": {}},
+                                 {"max_bytes": None, "lossless": "rs_ag", "lossy": {}}]}}
+    monkeypatch.setenv("QUICKREDUCE_TUNE_FILE", write_table(str(tmp_path / "rs.json"), table))
+    r = common.Router("fp16", 4, tuning.load_table("cpu", 4), _C.one_shot_max_bytes(4))
+    largest = r.largest_taken(5_000_000)
+    assert largest == 5_000_000
+    size = common.workspace_size(r, largest)
+    assert largest < size <= largest + 4096 and size % 16 == 0
+    import dataclasses
+    assert not dataclasses.replace(r, max_size=largest).plan(largest, torch.bfloat16).takes  # padded: over
+    assert dataclasses.replace(r, max_size=size).plan(largest, torch.bfloat16).takes
+    assert common.workspace_size(r, 4 * MiB) == 4 * MiB  # W equal chunks already
+
+
 def test_describe_routes(split_table):
     r = common.Router("fp16", 2, split_table, _C.one_shot_max_bytes(2), max_size=32 * MiB)
     text = common.describe_routes(r, 32 * MiB)

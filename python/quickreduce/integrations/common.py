@@ -143,6 +143,21 @@ class Router:
         return max((s.hi for d in ROUTED_DTYPES for s in self.segments(d, upto) if s.takes), default=0)
 
 
+def workspace_size(router: Router, largest: int) -> int:
+    """The Communicator's max_size for taking every size up to ``largest`` that the plan takes: rounded to 16
+    bytes as the Communicator rounds it, and grown where a route pads the message (the reduce-scatter +
+    all-gather route pads it to W equal chunks) until the plan takes the largest size of each segment."""
+    size = (largest + 15) // 16 * 16
+    for _ in range(8):
+        limited = dataclasses.replace(router, max_size=size)
+        short = [s for d in ROUTED_DTYPES for s in router.segments(d, largest)
+                 if s.takes and not limited.plan(s.hi, d).takes]
+        if not short:
+            return size
+        size += (router.world_size * 256 + 15) // 16 * 16
+    return size
+
+
 def make_router(codec: str, world_size: int, device: torch.device) -> Router:
     """The group's router without a size limit: the tuning table of this GPU model and world size."""
     from .. import _C, tuning
@@ -166,9 +181,11 @@ class EngineAllReduce:
     returns the sum in a new tensor. After ``close()`` it takes nothing, so the engine's path runs
     everything."""
 
-    def __init__(self, comm, device: torch.device, engine: str, group_name: str, codec: str):
+    def __init__(self, comm, device: torch.device, engine: str, group_name: str, codec: str,
+                 limit: Optional[int] = None):
         self.comm = comm
         self.device = device
+        self.limit = limit if limit is not None else comm.max_size  # the largest size taken (bytes)
         self.engine, self.group_name, self.codec = engine, group_name, codec
         self.calls = 0  # all-reduces taken (a CUDA graph counts its capture, not its replays)
         self._routes: dict = {}
@@ -185,7 +202,7 @@ class EngineAllReduce:
         if where is None:
             if len(self._routes) >= 4096:
                 self._routes.clear()
-            where = self._routes[key] = (dtype in ROUTED_DTYPES and nbytes > 0
+            where = self._routes[key] = (dtype in ROUTED_DTYPES and 0 < nbytes <= self.limit
                                          and bool(self.comm.plan(nbytes, dtype, self.codec).takes))
         return where
 
@@ -265,15 +282,15 @@ def _local_settings(engine: str, world_size: int, device: torch.device, max_byte
     if max_size <= 0:
         raise ValueError(f"the tuning table ({router.table.source}) has NCCL fastest at every size up to "
                          f"{format_bytes(upto)}")
-    max_size = (max_size + 15) // 16 * 16  # as the Communicator rounds it
-    routes = describe_routes(dataclasses.replace(router, max_size=max_size), max_size)
+    largest, max_size = max_size, workspace_size(router, max_size)
+    routes = describe_routes(dataclasses.replace(router, max_size=max_size), largest)
     if require_exact:
         lossy = [s for d in ROUTED_DTYPES for s in router.segments(d, max_size) if s.takes and not s.exact]
         if lossy:
             raise ValueError(f"the engine asks for batch-invariant results and QUICKREDUCE_QUANTIZATION picks the "
                              f"lossy codec {lossy[0].codec} (use an exact codec: FP or LOSSLESS)")
     return {"host": socket.gethostname(), "version": __version__, "codec": codec, "max_size": max_size,
-            "limit": limit, "routes": routes}
+            "largest": largest, "limit": limit, "routes": routes}
 
 
 def _disagreement(everyone: list) -> Optional[str]:
@@ -354,10 +371,10 @@ def attach(engine: str, group_name: str, cpu_group, device: torch.device, *, max
     if problem is None:
         _, problem = _step(cpu_group, "map its peers' workspaces", lambda: made[0].connect(infos))
     if problem is None:
-        qr = EngineAllReduce(made[0], device, engine, group_name, mine["codec"])
+        qr = EngineAllReduce(made[0], device, engine, group_name, mine["codec"], limit=mine["largest"])
         router = dataclasses.replace(make_router(mine["codec"], world_size, device), max_size=mine["max_size"])
         _, problem = _step(cpu_group, "run the warm-up all-reduce",
-                           lambda: _warm_up(qr, router, mine["max_size"], world_size, rank))
+                           lambda: _warm_up(qr, router, mine["largest"], world_size, rank))
     if problem is not None:
         if made:
             try:
