@@ -99,6 +99,8 @@ void register_twin(nb::module_& m) {
         d["id"] = int(c.id);
         d["bits_per_value"] = c.bits_per_value;
         d["ratio"] = c.bits_per_value / 16.0f;
+        d["kind"] = c.kind == qr::CodecKind::kExact ? "exact" : "scaled";
+        d["rotated_of"] = c.rotated_of;
         return d;
       }
     throw std::invalid_argument("unknown codec '" + name + "'");

@@ -1,5 +1,8 @@
 // The codec registry: the only place codec ids, names and profile numbers are assigned.
-// QR_CODEC(Enum, "name", profile, CodecType, bits_per_value_x4)
+// QR_CODEC(Enum, "name", profile, CodecType, bits_per_value_x4, kind, "rotated_of")
+// kind: kExact (the result's bits do not depend on the codec: passthrough, lossless packing) or kScaled
+// (one 16-bit scale per 32 values, lossy); rotated_of: the plain codec a rotated one transforms ("" if
+// none). Python reads both (quickreduce.codecs) instead of keeping its own lists.
 // Profiles follow the seeds' numbering (1=fp16, 2=fp8, 3=int8, 4=int6, 5=int4, 6=fp4); 7 is ours:
 // the lossless packing of bf16 (codecs/lossless.hpp); 8 and 9 the rotated int4 and int6
 // (core/hadamard.hpp).
@@ -11,34 +14,39 @@
 #include "codecs/lossless.hpp"
 #include "codecs/passthrough.hpp"
 
-#define QR_CODEC_LIST(QR_CODEC)                            \
-  QR_CODEC(kPassthrough, "fp16", 1, PassthroughCodec, 64) \
-  QR_CODEC(kFp8, "fp8", 2, Fp8Codec, 34)                  \
-  QR_CODEC(kInt8, "int8", 3, Int8Codec, 34)               \
-  QR_CODEC(kInt6, "int6", 4, Int6Codec, 26)               \
-  QR_CODEC(kInt4, "int4", 5, Int4Codec, 18)               \
-  QR_CODEC(kFp4, "fp4", 6, Fp4Codec, 18)                  \
-  QR_CODEC(kLossless, "lossless", 7, LosslessCodec, 53)   \
-  QR_CODEC(kInt4H, "int4h", 8, Int4HCodec, 18)            \
-  QR_CODEC(kInt6H, "int6h", 9, Int6HCodec, 26)
+#define QR_CODEC_LIST(QR_CODEC)                                              \
+  QR_CODEC(kPassthrough, "fp16", 1, PassthroughCodec, 64, kExact, "")       \
+  QR_CODEC(kFp8, "fp8", 2, Fp8Codec, 34, kScaled, "")                       \
+  QR_CODEC(kInt8, "int8", 3, Int8Codec, 34, kScaled, "")                    \
+  QR_CODEC(kInt6, "int6", 4, Int6Codec, 26, kScaled, "")                    \
+  QR_CODEC(kInt4, "int4", 5, Int4Codec, 18, kScaled, "")                    \
+  QR_CODEC(kFp4, "fp4", 6, Fp4Codec, 18, kScaled, "")                       \
+  QR_CODEC(kLossless, "lossless", 7, LosslessCodec, 53, kExact, "")         \
+  QR_CODEC(kInt4H, "int4h", 8, Int4HCodec, 18, kScaled, "int4")             \
+  QR_CODEC(kInt6H, "int6h", 9, Int6HCodec, 26, kScaled, "int6")
 
 namespace qr {
 
 enum class CodecId : int {
-#define QR_ENUM(e, name, profile, type, bits4) e = profile,
+#define QR_ENUM(e, name, profile, type, bits4, kind, rotated_of) e = profile,
   QR_CODEC_LIST(QR_ENUM)
 #undef QR_ENUM
 };
+
+enum class CodecKind : int { kExact, kScaled };
 
 struct CodecInfo {
   CodecId id;
   const char* name;
   int profile;
   float bits_per_value;
+  CodecKind kind;
+  const char* rotated_of;  // "" unless a rotated form of that plain codec
 };
 
 constexpr CodecInfo kCodecs[] = {
-#define QR_INFO(e, name, profile, type, bits4) {CodecId::e, name, profile, bits4 / 4.0f},
+#define QR_INFO(e, name, profile, type, bits4, kind, rotated_of) \
+  {CodecId::e, name, profile, bits4 / 4.0f, CodecKind::kind, rotated_of},
     QR_CODEC_LIST(QR_INFO)
 #undef QR_INFO
 };

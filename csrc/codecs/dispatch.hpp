@@ -23,7 +23,7 @@ decltype(auto) dispatch_dtype(DType dtype, F&& f) {
 template <class D, class F>
 decltype(auto) dispatch_codec_only(CodecId codec, D d, F&& f) {
   switch (codec) {
-#define QR_CASE(e, name, profile, type, bits4) \
+#define QR_CASE(e, name, profile, type, bits4, kind, rotated_of) \
   case CodecId::e: return f(type{}, d);
     QR_CODEC_LIST(QR_CASE)
 #undef QR_CASE

@@ -14,8 +14,27 @@ def codec_names() -> list[str]:
 PASSTHROUGH_BITS = {"fp16": 16, "bf16": 16, "fp32": 32}
 
 
+def exact_codecs() -> list[str]:
+    """Registry codecs whose result has the passthrough's bits ('fp16', 'lossless'), in profile order."""
+    return [n for n in codec_names() if _C.codec_info(n)["kind"] == "exact"]
+
+
+def scaled_codecs(rotated: bool = True) -> list[str]:
+    """The lossy codecs (one 16-bit scale per 32 values) in profile order; rotated=False leaves out the
+    rotated ones (int4h, int6h)."""
+    return [n for n in codec_names() if _C.codec_info(n)["kind"] == "scaled"
+            and (rotated or not _C.codec_info(n)["rotated_of"])]
+
+
+def rotated_codecs() -> dict[str, str]:
+    """Rotated codec -> the plain codec it transforms ({'int4h': 'int4', 'int6h': 'int6'})."""
+    return {n: _C.codec_info(n)["rotated_of"] for n in codec_names() if _C.codec_info(n)["rotated_of"]}
+
+
 def codec_info(name: str) -> dict:
-    """{'name', 'profile', 'id', 'bits_per_value', 'ratio'} of one codec: bits_per_value is what a value
+    """{'name', 'profile', 'id', 'bits_per_value', 'ratio', 'kind', 'rotated_of'} of one codec: kind is
+    'exact' (the passthrough's bits) or 'scaled' (lossy, a scale per 32 values); rotated_of names the
+    plain codec a rotated one transforms ('' otherwise); bits_per_value is what a value
     costs on the wire (its code and its share of the block scale), ratio is bits_per_value / 16 (the
     wire against a 16-bit tensor). The passthrough names answer for the passthrough in that dtype
     ('fp16', 'bf16': 16 bits; 'fp32': 32 bits; 'none' as 'fp16'). 'auto' and 'auto:<codec>' choose a

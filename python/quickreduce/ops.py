@@ -71,7 +71,8 @@ import torch
 from . import _C, codecs, collectives
 
 REDUCE_OPS = ("sum", "avg", "max", "min")
-EXACT_CODECS = ("fp16", "bf16", "fp32", "none", "lossless")  # the passthrough's names and lossless: same bits
+# The passthrough's names and the registry's other exact codecs (lossless): the same bits.
+EXACT_CODECS = codecs.PASSTHROUGH_NAMES + tuple(c for c in codecs.exact_codecs() if c != "fp16")
 
 # ---------------------------------------------------------------- the registry of communicators
 _registry: "weakref.WeakValueDictionary[int, object]" = weakref.WeakValueDictionary()

@@ -707,8 +707,8 @@ def test_parse_collectives_and_plans():
         with pytest.raises(ValueError, match="unknown collective"):
             bench.parse_collectives(bad)
     plan = bench.select_plan("nccl,qr_*", None, ["all_reduce", "all_gather"])
-    assert plan["all_gather"] == ["nccl", "qr_passthrough", "qr_lossless", "qr_int8", "qr_fp8",
-                                  "qr_int6", "qr_int4", "qr_fp4", "qr_int6h", "qr_int4h", "qr_auto_int4"]
+    assert plan["all_gather"] == ["nccl", "qr_passthrough", "qr_lossless", "qr_fp8", "qr_int8",
+                                  "qr_int6", "qr_int4", "qr_fp4", "qr_int4h", "qr_int6h", "qr_auto_int4"]
     assert "qr_one_shot" in plan["all_reduce"] and "symm_mem" not in plan["all_gather"]
     plan = bench.select_plan("symm_mem_two_shot,symm_mem", None, ["all_reduce", "reduce_scatter"])
     assert plan == {"all_reduce": ["symm_mem_two_shot"], "reduce_scatter": ["symm_mem"]}

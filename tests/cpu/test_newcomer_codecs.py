@@ -49,3 +49,23 @@ def test_parse_codec_request_is_the_one_auto_parser():
             parse_codec_request(bad)
     with pytest.raises(TypeError):
         parse_codec_request(4)
+
+
+def test_the_registry_says_each_codecs_kind_and_python_reads_it():
+    """csrc/codecs/codec_list.hpp carries each codec's kind and the plain codec a rotated one transforms;
+    the Python lists (bench rows, codec-speed, exact names) come from it, not from hand-typed copies."""
+    from quickreduce import codecs, ops
+    from quickreduce.cli import codec_speed, report
+
+    kinds = {n: (qr.codec_info(n)["kind"], qr.codec_info(n)["rotated_of"]) for n in codecs.codec_names()}
+    assert kinds == {"fp16": ("exact", ""), "fp8": ("scaled", ""), "int8": ("scaled", ""), "int6": ("scaled", ""),
+                     "int4": ("scaled", ""), "fp4": ("scaled", ""), "lossless": ("exact", ""),
+                     "int4h": ("scaled", "int4"), "int6h": ("scaled", "int6")}
+    assert codecs.exact_codecs() == ["fp16", "lossless"]
+    assert codecs.rotated_codecs() == {"int4h": "int4", "int6h": "int6"}
+    assert report.QR_CODECS == tuple(codecs.scaled_codecs(rotated=False)) == ("fp8", "int8", "int6", "int4", "fp4")
+    assert report.QR_ROW_CODECS == report.QR_CODECS + ("lossless",)
+    assert report.QR_ROTATED_CODECS == ("int4h", "int6h")
+    assert set(codec_speed.SCALED_CODECS) == set(report.QR_CODECS + report.QR_ROTATED_CODECS)
+    assert codec_speed.ROTATED_PLAIN == codecs.rotated_codecs()
+    assert set(ops.EXACT_CODECS) == {"fp16", "bf16", "fp32", "none", "lossless"}

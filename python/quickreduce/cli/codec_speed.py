@@ -19,11 +19,11 @@ import sys
 import numpy as np
 
 from .. import _C
-from ..codecs import codec_id
+from ..codecs import codec_id, rotated_codecs, scaled_codecs
 from .report import parse_size
 
-SCALED_CODECS = ("fp8", "int8", "int6", "int6h", "int4", "int4h", "fp4")
-ROTATED_PLAIN = {"int4h": "int4", "int6h": "int6"}
+SCALED_CODECS = tuple(scaled_codecs())
+ROTATED_PLAIN = rotated_codecs()
 CHECK_VALUES = 1 << 20  # the sample compared with the twin (the twin is slow on big tensors)
 
 

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+from .. import codecs
 from ..tuning import gpu_slug
 
 # One row per (size, method); the first ten columns follow nccl-tests' naming.
@@ -45,12 +46,13 @@ COLLECTIVE_TITLES = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatt
 # The epilogue's check is on its normed output, which every rank holds.
 REPLICATED_COLLECTIVES = ("all_reduce", "all_gather", EPILOGUE)
 
-# quickreduce's codecs with a bench row each (qr_<codec>): the lossy ones, then the lossless packing.
-QR_CODECS = ("int8", "fp8", "int6", "int4", "fp4")
-QR_ROW_CODECS = QR_CODECS + ("lossless",)
-# The Hadamard-rotated codecs: rows of their own after the plain codecs (qr_int6h, qr_int4h), so a
+# quickreduce's codecs with a bench row each (qr_<codec>), from the registry (csrc/codecs/codec_list.hpp):
+# the plain lossy ones, then the lossless packing.
+QR_CODECS = tuple(codecs.scaled_codecs(rotated=False))
+QR_ROW_CODECS = QR_CODECS + tuple(c for c in codecs.exact_codecs() if c != "fp16")
+# The Hadamard-rotated codecs: rows of their own after the plain codecs (qr_int4h, qr_int6h), so a
 # run shows each beside its plain twin.
-QR_ROTATED_CODECS = ("int6h", "int4h")
+QR_ROTATED_CODECS = tuple(codecs.rotated_codecs())
 # Epilogue rows: qr_fused_<codec> for each of these, qr_unfused_<codec> (our all-reduce, then torch's
 # add and RMSNorm) for the exact ones and one lossy codec (the epilogue's cost does not depend on the
 # codec, so one lossy pair shows it).
