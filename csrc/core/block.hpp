@@ -59,14 +59,6 @@ QR_HD float scale_value(uint16_t scale) { return to_float<D>(scale & uint16_t(~k
 // tiny block decodes to zeros and a NaN-scaled block to NaN.
 QR_HD float inverse_scale(float scale) { return (scale >= FLT_MIN && scale <= FLT_MAX) ? 1.0f / scale : 0.0f; }
 
-QR_HD float round_half_even(float x) {
-#if QR_DEVICE_COMPILE
-  return rintf(x);
-#else
-  return std::nearbyint(x);
-#endif
-}
-
 QR_HD float clampf(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }
 
 }  // namespace qr

@@ -36,7 +36,7 @@ def run(rank, world, port):
         for name, codec, algo in methods:
             if algo == "one_shot" and nbytes > comm._c.one_shot_max_bytes: row.append(float("nan")); continue
             comm.pdl = name.endswith("pdl")
-            comm.two_shot_groups = int(name.rsplit("_g", 1)[1]) if "_g" in name else 0
+            comm._two_shot_groups = int(name.rsplit("_g", 1)[1]) if "_g" in name else 0
             def call(i):
                 if name == "nccl": dist.all_reduce(xs[i % nbuf])
                 elif "_t" in name or "_b" in name:  # e.g. two_t256, int4_t512_b132: codec, CTA size, grid

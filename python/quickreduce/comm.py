@@ -203,7 +203,7 @@ class Communicator:
         self.pdl = config.pdl()  # programmatic dependent launch for our kernels
         self.fused_epilogue = config.fused_epilogue()  # all_reduce_add_rmsnorm in one kernel where it fits
         self.packet_segment_max_bytes = config.packet_segment_max_bytes()  # the collectives' small path
-        self.two_shot_groups = 0  # pipeline depth knob for tuning (0 = built-in default)
+        self._two_shot_groups = 0  # development knob (lab/scripts/dev_timing.py): pipeline groups, 0 = the built-in rule
         # all_reduce_add_rmsnorm from this size on a two-shot: the residual added at the two-shot's
         # stores, the kernel after it only normalising (2x H200, hidden 4096: -2..-16% from 16 MB, +1..4%
         # at 1-4 MB). Same bits either way.
@@ -357,7 +357,7 @@ class Communicator:
         extra = {"residual_ptr": residual.data_ptr()} if residual is not None else {}
         self._c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), _DTYPE_IDS[x.dtype], codecs.codec_id(codec_name),
                            _ALGO_IDS[algo], torch.cuda.current_stream(self.device).cuda_stream, pdl=self.pdl,
-                           groups=self.two_shot_groups, **extra)
+                           groups=self._two_shot_groups, **extra)
         return out
 
     def reduce_scatter(self, x: torch.Tensor, out: Optional[torch.Tensor] = None,
