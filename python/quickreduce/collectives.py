@@ -17,6 +17,7 @@ from . import _C, codecs
 _KINDS = {"all_gather": _C.EXCHANGE_ALL_GATHER, "all_to_all": _C.EXCHANGE_ALL_TO_ALL,
           "reduce_scatter": _C.EXCHANGE_REDUCE_SCATTER}
 DTYPE_IDS = {torch.float16: _C.DTYPE_FLOAT16, torch.bfloat16: _C.DTYPE_BFLOAT16, torch.float32: _C.DTYPE_FLOAT32}
+HALF_DTYPE_IDS = {t: i for t, i in DTYPE_IDS.items() if t != torch.float32}  # the all-reduce kernels' dtypes
 
 
 def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor, even: bool = True) -> str:

@@ -19,7 +19,7 @@ CallMismatchError = _C.CallMismatchError
 SplitSizeError = _C.SplitSizeError
 CudaError = _C.CudaError
 
-_DTYPE_IDS = {torch.float16: _C.DTYPE_FLOAT16, torch.bfloat16: _C.DTYPE_BFLOAT16}
+_DTYPE_IDS = collectives.HALF_DTYPE_IDS
 _ALGO_IDS = {"one_shot": _C.ALGO_ONE_SHOT, "two_shot": _C.ALGO_TWO_SHOT}
 ALGOS = ("auto", "one_shot", "two_shot", "rs_ag", "nccl")
 SUPPORTED_WORLD_SIZES = tuple(range(2, _C.MAX_WORLD_SIZE + 1))
@@ -90,8 +90,9 @@ def plan_all_reduce(nbytes: int, dtype: torch.dtype, codec: str, *, table, world
     if dtype not in _DTYPE_IDS:
         return Plan(False, "", "", False, f"dtype {dtype} (quickreduce reduces float16, bfloat16 and float32)")
     one_shot_max = one_shot_max_bytes if one_shot_max_bytes is not None else _C.one_shot_max_bytes(world_size)
-    if lowered == "auto" or lowered.startswith("auto:"):
-        bound = None if lowered == "auto" else codecs.canonical(lowered.split(":", 1)[1])
+    is_auto, requested = codecs.parse_codec_request(lowered)
+    if is_auto:
+        bound = requested
         chosen_algo, chosen_codec = _table_choice(table, nbytes, dtype, bound, one_shot_max)
         algo = chosen_algo if algo == "auto" else algo
         name = _where_it_packs(chosen_codec, dtype, algo)
@@ -133,12 +134,11 @@ def _plan_fp32(nbytes: int, lowered: str, world_size: int, max_size: Optional[in
     """float32 runs as reduce-scatter + all-gather over W chunks (collectives.all_reduce_in_two_calls)."""
     if algo not in ("auto", "two_shot", "rs_ag", "nccl"):
         raise ValueError(f"float32 all-reduces run as reduce-scatter + all-gather (algo 'auto'); got algo={algo!r}")
-    if lowered == "auto":
-        name = "fp16"
-    elif lowered.startswith("auto:"):
-        name = "auto:" + codecs.canonical(lowered.split(":", 1)[1])
+    is_auto, requested = codecs.parse_codec_request(lowered)
+    if is_auto:
+        name = "fp16" if requested is None else codecs.AUTO_PREFIX + requested
     else:
-        name = codecs.canonical(lowered)
+        name = requested
     exact = name in _EXACT_RUNS or name == "auto:fp16"
     if algo == "nccl":
         return Plan(False, "nccl", "fp16", True, "algo='nccl'")

@@ -12,10 +12,10 @@ from typing import Optional
 
 import torch
 
-from . import _C
+from . import _C, collectives
 
 FP8_MODES = {None: _C.FP8_OUT_NONE, "per_token": _C.FP8_OUT_PER_TOKEN, "per_tensor": _C.FP8_OUT_PER_TENSOR}
-_DTYPE_IDS = {torch.float16: _C.DTYPE_FLOAT16, torch.bfloat16: _C.DTYPE_BFLOAT16}
+_DTYPE_IDS = collectives.HALF_DTYPE_IDS
 
 
 def check_args(x, residual, weight, eps, out, residual_out, fp8, fp8_scale) -> tuple[int, int]:

@@ -64,11 +64,12 @@ def engine_codec(codec: str) -> str:
     (``INT8``) becomes the bound ``auto:int8``, the tuning table's fastest method at most that lossy at each
     size: the exact one-shot where it is faster than the codec (small messages), the codec or a more
     accurate one where that is faster. Exact codecs and ``auto``/``auto:<codec>`` stay as they are."""
-    from .. import codecs
+    from .. import codecs, ops
     lowered = codec.lower()
-    if lowered == "auto" or lowered.startswith("auto:") or lowered in ("fp16", "bf16", "fp32", "none", "lossless"):
+    is_auto, requested = codecs.parse_codec_request(lowered)
+    if is_auto or lowered in ops.EXACT_CODECS:
         return lowered
-    return "auto:" + codecs.canonical(lowered)
+    return codecs.AUTO_PREFIX + requested
 
 
 def format_bytes(n: int) -> str:
