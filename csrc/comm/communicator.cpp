@@ -47,9 +47,7 @@ uint32_t exchange_signature(ExchangeKind kind, size_t even_count, DType dtype, C
 // SM two (the two-shot's rule for tiles); all-to-all (sizes known only in the kernel): 256.
 int exchange_threads(ExchangeKind kind, size_t n) {
   if (kind == ExchangeKind::kAllToAll) return 256;
-  for (int threads = kTwoShotMaxThreads; threads > kTwoShotMinThreads; threads /= 2)
-    if (n / (size_t(threads) * kLaneValues) >= 264) return threads;
-  return kTwoShotMinThreads;
+  return largest_cta_for_tiles(n, 264);
 }
 
 }  // namespace
