@@ -20,6 +20,7 @@ import torch
 
 import quickreduce as qr
 from quickreduce import _C, moe, tuning
+from test_torch_integration import on_every_rank  # one thread per simulated rank (tests/cpu is on sys.path)
 from quickreduce.comm import Communicator
 from quickreduce import oracle
 from quickreduce.oracle import all_to_all_dynamic as odyn
@@ -255,30 +256,6 @@ def node(monkeypatch, tmp_path):
     for ref in made:
         if ref() is not None:
             ref().close()
-
-
-def on_every_rank(comms, fn):
-    results, errors = [None] * len(comms), [None] * len(comms)
-
-    def body(r):
-        try:
-            results[r] = fn(comms[r], r)
-        except BaseException as e:  # noqa: BLE001
-            errors[r] = e
-            comms[r].fabric.barrier.abort()
-
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(comms))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    for e in errors:
-        if e is not None and not isinstance(e, threading.BrokenBarrierError):
-            raise e
-    for e in errors:
-        if e is not None:
-            raise e
-    return results
 
 
 def _reference(xs, counts, capacity_rows, rank):
