@@ -40,7 +40,8 @@ class Plan:
         takes: quickreduce's kernels run it. False where the tuning table has NCCL faster (``algo`` "nccl"),
             above ``max_size`` (``algo``/``codec`` then say what would run), or for a dtype quickreduce does not
             reduce (``algo`` and ``codec`` empty); ``reason`` says which.
-        algo: ``"one_shot"``, ``"two_shot"``, ``"nccl"``, or ``"reduce_scatter+all_gather"`` (float32).
+        algo: ``"one_shot"``, ``"two_shot"``, ``"rs_ag"`` (16-bit, exact: reduce-scatter then all-gather),
+            ``"nccl"``, or ``"reduce_scatter+all_gather"`` (float32).
         codec: what the kernels run: ``"fp16"`` (the exact passthrough in the tensor's own dtype),
             ``"lossless"`` (bf16 packed, the same bits), or a lossy codec (``"int4"``, ...); for float32 with an
             ``auto:<codec>`` bound, that bound (the collectives' table picks the codec per call).
@@ -283,7 +284,8 @@ class Communicator:
                 a value), ``"fp8"``, ``"int8"``, ``"int6"``, ``"int4"``, ``"fp4"``,
                 ``"auto"`` (fastest lossless method for this size), or ``"auto:<codec>"`` (fastest method
                 whose error is at most that codec's). Default: ``QUICKREDUCE_QUANTIZATION``.
-            algo: ``"auto"``, ``"one_shot"`` (passthrough only), ``"two_shot"`` or ``"nccl"`` (through the group).
+            algo: ``"auto"``, ``"one_shot"`` (passthrough only), ``"two_shot"``, ``"rs_ag"`` (exact only: our
+                reduce-scatter then all-gather, the two-shot's bits) or ``"nccl"`` (through the group).
                 With ``"auto"``, an exact codec (``"fp16"``/``"bf16"``/``"lossless"``) runs the fastest exact
                 method for the size (they give the same bits), and ``"lossless"`` on fp16 runs the passthrough.
             op: ``torch.distributed.ReduceOp.SUM`` (default), ``AVG`` (every codec: the sum, then divided
