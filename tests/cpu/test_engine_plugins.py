@@ -14,6 +14,7 @@ from __future__ import annotations
 import faulthandler
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import logging
 import os
@@ -132,6 +133,22 @@ class StandInCommunicator(Communicator):
     @property
     def closed(self) -> bool:
         return self._c is None
+
+
+def require_engine(engine: str) -> None:
+    """Skip the calling engine-test module where ``engine`` is not installed; under
+    ``QR_REQUIRE_ENGINES=1`` (CI, which installs both) a missing engine is an error instead."""
+    if importlib.util.find_spec(engine) is None:
+        if os.environ.get("QR_REQUIRE_ENGINES") == "1":
+            raise ImportError(f"QR_REQUIRE_ENGINES=1 but {engine} is not installed (.ci/run installs it)")
+        pytest.skip(f"{engine} is not installed (QR_REQUIRE_ENGINES=1 makes this an error)", allow_module_level=True)
+
+
+def prepare_with_split_table(rank, W, out_dir) -> None:
+    """An engine module's per-rank set-up: the stand-in Communicator and SPLIT_TABLE as the tuning table
+    (one file a rank: a shared file raced)."""
+    use_stand_in()
+    os.environ["QUICKREDUCE_TUNE_FILE"] = write_table(os.path.join(out_dir, f"split{rank}.json"), SPLIT_TABLE)
 
 
 def use_stand_in() -> None:

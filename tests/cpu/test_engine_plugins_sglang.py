@@ -14,28 +14,22 @@ Skipped where SGLang is not installed, except under ``QR_REQUIRE_ENGINES=1`` (CI
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
 import torch
 
-from test_engine_plugins import (SPLIT_TABLE, SWEEP, LogLines, MiB, StandInCommunicator, assert_scenario, check,
-                                 ensure_entry_points, expected_calls, run_samples, spawn_ranks, use_stand_in,
-                                 write_table)
+from test_engine_plugins import (SWEEP, LogLines, MiB, StandInCommunicator, assert_scenario, check,
+                                 ensure_entry_points, expected_calls, prepare_with_split_table,
+                                 require_engine, run_samples, spawn_ranks)
 
 ENGINE = "sglang"
-if importlib.util.find_spec(ENGINE) is None:
-    if os.environ.get("QR_REQUIRE_ENGINES") == "1":
-        raise ImportError(f"QR_REQUIRE_ENGINES=1 but {ENGINE} is not installed (.ci/run installs it)")
-    pytest.skip(f"{ENGINE} is not installed (QR_REQUIRE_ENGINES=1 makes this an error)", allow_module_level=True)
+require_engine(ENGINE)
 
 GROUP = "sglang.srt.plugins"
 
 
-def prepare(rank, W, out_dir):
-    use_stand_in()
-    os.environ["QUICKREDUCE_TUNE_FILE"] = write_table(os.path.join(out_dir, f"split{rank}.json"), SPLIT_TABLE)
+prepare = prepare_with_split_table  # each rank's set-up (the harness calls prepare)
 
 
 def _our_hooks():

@@ -11,7 +11,6 @@ Skipped where vLLM is not installed, except under ``QR_REQUIRE_ENGINES=1`` (CI),
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 
@@ -19,22 +18,17 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from test_engine_plugins import (SPLIT_TABLE, SWEEP, KiB, LogLines, MiB, StandInCommunicator, assert_scenario, check,
-                                 ensure_entry_points, expected_calls, run_samples, spawn_ranks, use_stand_in,
-                                 write_table)
+from test_engine_plugins import (SWEEP, KiB, LogLines, MiB, StandInCommunicator, assert_scenario, check,
+                                 ensure_entry_points, expected_calls, prepare_with_split_table,
+                                 require_engine, run_samples, spawn_ranks)
 
 ENGINE = "vllm"
-if importlib.util.find_spec(ENGINE) is None:
-    if os.environ.get("QR_REQUIRE_ENGINES") == "1":
-        raise ImportError(f"QR_REQUIRE_ENGINES=1 but {ENGINE} is not installed (.ci/run installs it)")
-    pytest.skip(f"{ENGINE} is not installed (QR_REQUIRE_ENGINES=1 makes this an error)", allow_module_level=True)
+require_engine(ENGINE)
 
 GROUP = "vllm.general_plugins"
 
 
-def prepare(rank, W, out_dir):
-    use_stand_in()
-    os.environ["QUICKREDUCE_TUNE_FILE"] = write_table(os.path.join(out_dir, f"split{rank}.json"), SPLIT_TABLE)
+prepare = prepare_with_split_table  # each rank's set-up (the harness calls prepare)
 
 
 def scenario_entry_point(rank, W, out_dir):
