@@ -9,8 +9,6 @@ moves across W simulated ranks (one Python thread each, meeting at a barrier), a
 """
 from __future__ import annotations
 
-import ctypes
-import threading
 import weakref
 from types import SimpleNamespace
 
@@ -20,7 +18,8 @@ import torch
 
 import quickreduce as qr
 from quickreduce import _C, moe, tuning
-from test_torch_integration import on_every_rank  # one thread per simulated rank (tests/cpu is on sys.path)
+# the simulated node of the torch-integration tests (tests/cpu is on sys.path)
+from test_torch_integration import _TORCH_DTYPES, Fabric, _view, on_every_rank
 from quickreduce.comm import Communicator
 from quickreduce import oracle
 from quickreduce.oracle import all_to_all_dynamic as odyn
@@ -151,33 +150,6 @@ def test_dynamic_data_twin_vs_oracle(dtype, W):
 
 
 # ---------------------------------------------------------------- the Python layer over simulated ranks
-def _view(ptr: int, numel: int, dtype: torch.dtype) -> torch.Tensor:
-    if numel == 0:
-        return torch.empty(0, dtype=dtype)
-    nbytes = numel * torch.empty((), dtype=dtype).element_size()
-    return torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(ptr), dtype=dtype)
-
-
-_TORCH_DTYPES = {_C.DTYPE_FLOAT16: torch.float16, _C.DTYPE_BFLOAT16: torch.bfloat16, _C.DTYPE_FLOAT32: torch.float32}
-
-
-class Fabric:
-    def __init__(self, world_size: int, solo: bool = False):
-        self.world_size, self.solo = world_size, solo
-        self.posts = [None] * world_size
-        self.barrier = threading.Barrier(world_size, timeout=60)
-        self.calls: list = []
-
-    def swap(self, rank, post):
-        if self.solo:
-            return [post] * self.world_size
-        self.posts[rank] = post
-        self.barrier.wait()
-        everyone = list(self.posts)
-        self.barrier.wait()
-        return everyone
-
-
 class SimDyn:
     """Stands in for quickreduce._C.Communicator's all_to_all_dynamic: the oracle's plan, exact rows."""
 

@@ -37,7 +37,9 @@ DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 
 # ---------------------------------------------------------------- a simulated node
 def _view(ptr: int, numel: int, dtype: torch.dtype) -> torch.Tensor:
-    """The tensor at a raw (CPU) address, sharing its memory."""
+    """The tensor at a raw (CPU) address, sharing its memory (empty for no values)."""
+    if numel == 0:
+        return torch.empty(0, dtype=dtype)
     nbytes = numel * torch.empty((), dtype=dtype).element_size()
     return torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(ptr), dtype=dtype)
 
