@@ -114,7 +114,7 @@ def plan_all_reduce(nbytes: int, dtype: torch.dtype, codec: str, *, table, world
             raise ValueError(f"the rs_ag algorithm is exact only; codec {codec!r} needs algo='two_shot'")
     exact = name in _EXACT_RUNS
     if algo == "rs_ag" and max_size is not None:
-        padded = _rs_ag_bytes(nbytes, dtype, world_size)
+        padded = _two_calls_bytes(nbytes, dtype.itemsize, world_size)
         if padded > max_size:
             return Plan(False, algo, name, exact, f"{padded} bytes (padded) is over max_size ({max_size} bytes)")
     if algo == "nccl":
@@ -124,11 +124,11 @@ def plan_all_reduce(nbytes: int, dtype: torch.dtype, codec: str, *, table, world
     return Plan(True, algo, name, exact)
 
 
-def _rs_ag_bytes(nbytes: int, dtype: torch.dtype, world_size: int) -> int:
-    """What the reduce-scatter + all-gather route moves: the tensor padded to W equal chunks."""
-    size = torch.tensor([], dtype=dtype).element_size()
-    n = nbytes // size
-    return max(n, world_size * _C.fp32_all_reduce_chunk(n, world_size)) * size if n else 0
+def _two_calls_bytes(nbytes: int, element_size: int, world_size: int) -> int:
+    """What a reduce-scatter + all-gather all-reduce (rs_ag, float32) moves: the tensor padded to W
+    equal chunks (collectives.all_reduce_in_two_calls)."""
+    n = nbytes // element_size
+    return max(n, world_size * _C.fp32_all_reduce_chunk(n, world_size)) * element_size if n else 0
 
 
 def _plan_fp32(nbytes: int, lowered: str, world_size: int, max_size: Optional[int], algo: str) -> Plan:
@@ -143,8 +143,7 @@ def _plan_fp32(nbytes: int, lowered: str, world_size: int, max_size: Optional[in
     exact = name in _EXACT_RUNS or name == "auto:fp16"
     if algo == "nccl":
         return Plan(False, "nccl", "fp16", True, "algo='nccl'")
-    n = nbytes // 4
-    padded = max(n, world_size * _C.fp32_all_reduce_chunk(n, world_size)) * 4 if n else 0
+    padded = _two_calls_bytes(nbytes, 4, world_size)
     if max_size is not None and padded > max_size:
         return Plan(False, FP32_ALGO, name, exact, f"{padded} bytes (padded) is over max_size ({max_size} bytes)")
     return Plan(True, FP32_ALGO, name, exact)
