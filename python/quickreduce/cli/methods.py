@@ -185,12 +185,13 @@ class NcclSymmetricMethod(Method):
 
     name = "nccl_symm"
 
-    def __init__(self, collective: str = "all_reduce"):
-        self.collective = collective
-        self.inplace = collective == "all_reduce"
+    def __init__(self, plain: Method | None = None):
+        self.plain = plain or NcclMethod()  # the `nccl` row's adapter: the same call, other buffers
+        self.collective, self.inplace = self.plain.collective, self.plain.inplace
 
     def setup(self, ctx):
         super().setup(ctx)
+        self.plain.setup(ctx)
         self.inputs, self.outputs = _nccl_symmetric_buffers(ctx)
 
     def alloc_inputs(self, rows, numel):
@@ -200,22 +201,13 @@ class NcclSymmetricMethod(Method):
         return _rows_of(self.outputs, rows, numel)
 
     def run(self, inp, out):
-        group = self.ctx.group
-        if self.collective == "all_reduce":
-            dist.all_reduce(inp, group=group)
-            return inp
-        if self.collective == "reduce_scatter":
-            _REDUCE_SCATTER(out, inp, group=group)
-        elif self.collective == "all_gather":
-            _ALL_GATHER(out, inp, group=group)
-        else:
-            dist.all_to_all_single(out, inp, group=group)
-        return out
+        return self.plain.run(inp, out)
 
 
 def _rows_of(buffer: torch.Tensor, rows: int, numel: int) -> torch.Tensor:
+    """`rows` rows of `numel` values at the start of a preallocated (symmetric or registered) buffer."""
     if rows * numel > buffer.numel():
-        raise RuntimeError(f"registered buffer too small: {rows} x {numel} > {buffer.numel()}")
+        raise RuntimeError(f"preallocated buffer too small: {rows} x {numel} > {buffer.numel()}")
     return buffer[: rows * numel].view(rows, numel)
 
 
@@ -275,9 +267,7 @@ class SymmMemMethod(Method):
         self.pool = _shared_symmetric_pool(ctx)
 
     def alloc_inputs(self, rows, numel):
-        if rows * numel > self.pool.numel():
-            raise RuntimeError(f"symmetric pool too small: {rows} x {numel} > {self.pool.numel()}")
-        return self.pool[: rows * numel].view(rows, numel)
+        return _rows_of(self.pool, rows, numel)
 
     def run(self, inp, out):
         if self.op_name == "two_shot_all_reduce_":
@@ -334,9 +324,7 @@ class SymmMemReduceScatterMethod(Method):
         self.pool = _shared_symmetric_pool(ctx)
 
     def alloc_inputs(self, rows, numel):
-        if rows * numel > self.pool.numel():
-            raise RuntimeError(f"symmetric pool too small: {rows} x {numel} > {self.pool.numel()}")
-        return self.pool[: rows * numel].view(rows, numel)
+        return _rows_of(self.pool, rows, numel)
 
     def run(self, inp, out):
         return self.op(inp, self.group_name, False, out)

@@ -29,7 +29,7 @@ def exchange_methods(collective: str) -> dict[str, Callable[[], Method]]:
     """Method name -> adapter factory for a reduce-scatter, all-gather or all-to-all."""
     methods: dict[str, Callable[[], Method]] = {
         "nccl": EXCHANGE_NCCL[collective],
-        "nccl_symm": lambda: NcclSymmetricMethod(collective),
+        "nccl_symm": lambda: NcclSymmetricMethod(EXCHANGE_NCCL[collective]()),
         "symm_mem": EXCHANGE_SYMM_MEM[collective],
         "qr_passthrough": lambda: QuickReduceExchangeMethod("qr_passthrough", collective, None),
     }
