@@ -19,6 +19,8 @@ repository root). Kinds:
               size; part=layer model=NAME, the MoE layer per tokens and skew against NCCL and qr_host
     accuracy  `quickreduce accuracy --csv`: relative L2 error, measured (predicted), per data/dtype/W
     fidelity  `quickreduce e2e --fidelity --csv`: perplexity and agreement per W and reduction
+    engines   tests/gpu/test_engines_gpu.py's timings (QR_ENGINE_TIMES): us per all-reduce through each
+              engine's group, its own path and with the plugin per codec start
 
     python3 scripts/make_tables.py           # rewrite the tables in place
     python3 scripts/make_tables.py --check   # exit 1 and name each table that differs from its CSV
@@ -272,9 +274,37 @@ def fidelity_table(rows) -> list[str]:
     return lines
 
 
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+EXACT_ENGINE_CODECS = {"fp", "fp16", "bf16"}  # the FP start: the exact path
+
+
+def _codec_bits(codec: str) -> int:
+    """Bits a value of the codec in a name like 'auto:int8' (0 where none is named): wider first."""
+    digits = "".join(ch for ch in codec.split(":")[-1] if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def engines_table(rows, dtype: str = "bf16") -> list[str]:
+    """Per size: each engine's own all-reduce and the same call with the plugin, one column per codec
+    start (FP, then the lossy bounds as the plugin planned them, e.g. auto:int8)."""
+    rows = [r for r in rows if r["dtype"] == dtype]
+    t = {(r["engine"], r["path"], r["codec"], int(r["size_bytes"])): float(r["us_per_call"]) for r in rows}
+    columns = []
+    for engine in [e for e in ENGINE_NAMES if any(k[0] == e for k in t)]:
+        columns.append((f"{ENGINE_NAMES[engine]}'s path", (engine, "engine", "")))
+        codecs = sorted({k[2] for k in t if k[0] == engine and k[1] == "quickreduce"},
+                        key=lambda c: (c not in EXACT_ENGINE_CODECS, -_codec_bits(c), c))
+        for codec in codecs:
+            label = "FP" if codec in EXACT_ENGINE_CODECS else codec
+            columns.append((f"{ENGINE_NAMES[engine]} + quickreduce ({label})", (engine, "quickreduce", codec)))
+    sizes = sorted({k[3] for k in t})
+    body = [[human_size(size)] + [cell(t.get((*key, size))) for _, key in columns] for size in sizes]
+    return markdown(["size"] + [name for name, _ in columns], body)
+
+
 KINDS = {"summary": summary_table, "all-reduce": all_reduce_table, "family": family_table,
          "epilogue": epilogue_table, "e2e": e2e_table, "moe": moe_table, "accuracy": accuracy_table,
-         "fidelity": fidelity_table}
+         "fidelity": fidelity_table, "engines": engines_table}
 
 
 # --------------------------------------------------------------------------- markdown files
