@@ -9,7 +9,7 @@ use s22b-ext
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $gpu"
 t0=$SECONDS
 timeout 150 python3 -m quickreduce.cli e2e --no-multicast --model llama3-70b --layers 4 --gpus 2 --prefill 1024,4096,8192 --batches 1,16,64,256 \
-  --providers nccl,nccl_symm,symm_mem_two_shot,symm_mem_one_shot,trtllm_one_shot,trtllm_one_shot_pdl,trtllm_two_shot,vllm_custom,qr_auto,qr_lossless,qr_auto_int6,qr_auto_int4 \
+  --providers nccl,nccl_symm,symm_mem_two_shot,symm_mem_one_shot,trtllm_one_shot,trtllm_one_shot_pdl,trtllm_two_shot,qr_auto,qr_lossless,qr_auto_int6,qr_auto_int4 \
   --timeout 145 --csv $OUT/e2e-llama3-70b-L4.csv --no-plot > /tmp/e2e.log 2>&1
 echo "e2e: exit $? [$((SECONDS - t0)) s]"; cat /tmp/e2e.log >> $L; grep -A8 "time_ms ('\*'" /tmp/e2e.log
 case "$gpu" in
