@@ -221,6 +221,18 @@ class _EagerDecodeStep:
         self.logits = self.model.decode(self.tokens, self.positions, self.cache)
 
 
+class _EagerPrefill:
+    """GraphedPrefill's interface, replayed eagerly."""
+
+    def __init__(self, model, prompt, after_capture=None):
+        self.model, self.prompt = model, prompt
+        if after_capture is not None:
+            after_capture()
+
+    def replay(self):
+        self.logits = self.model.prefill(self.prompt)
+
+
 def _speed_on_cpu(rank, world_size, cfg):
     """run_speed on a gloo rank: CUDA calls stubbed, three fake providers beside NCCL over gloo."""
     from quickreduce.cli import methods
@@ -234,6 +246,7 @@ def _speed_on_cpu(rank, world_size, cfg):
     cuda.get_device_name = lambda d=None: "Fake GPU"
     speed.local_device = lambda: torch.device("cpu")
     model.GraphedDecodeStep = speed.GraphedDecodeStep = _EagerDecodeStep
+    model.GraphedPrefill = speed.GraphedPrefill = _EagerPrefill
 
     class FakeLossless(methods.Method):  # quickreduce's lossless contract: fp32 in rank order
         name = "qr_lossless"

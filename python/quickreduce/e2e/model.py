@@ -326,6 +326,27 @@ class GraphedDecodeStep:
         self.graph.replay()
 
 
+class GraphedPrefill:
+    """A prefill of fixed prompts [B, T] (no cache, last-position logits) captured in a CUDA graph;
+    replay() runs it again."""
+
+    def __init__(self, model: TensorParallelDecoder, prompt: torch.Tensor,
+                 after_capture: Callable[[], None] | None = None):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # lazy initializations happen outside the capture
+            model.prefill(prompt)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.logits = model.prefill(prompt)
+        if after_capture is not None:
+            after_capture()
+
+    def replay(self) -> None:
+        self.graph.replay()
+
+
 def greedy_generate(model: TensorParallelDecoder, prompt: torch.Tensor, new_tokens: int, *,
                     graph: bool = False, after_capture: Callable[[], None] | None = None) -> torch.Tensor:
     """Greedy continuation [B, new_tokens] of prompts [B, T]: prefill, then one decode step per

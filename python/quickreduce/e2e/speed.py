@@ -2,9 +2,11 @@
 timed with each all-reduce provider, after a check that the exact providers give the right tokens.
 
 Per provider (and once with no communication at all, `no_comm`):
-- prefill: one sequence of T tokens from position 0, eager (as engines run prefill), logits of
-  the last position: the time to first token. `warmup` untimed runs, then the median of `iters`
-  runs, each after a barrier and bracketed by CUDA events; the slowest rank's median.
+- prefill: one sequence of T tokens from position 0, logits of the last position: the time to
+  first token. Captured in a CUDA graph, as engines with piecewise graphs run it: run eagerly, the
+  1k-token prefill's time moved 10-15% between two runs on one machine (no_comm 5.40 and 6.19 ms,
+  llama3-70b, 4 layers, 4x H100), more than the providers differ. `warmup` untimed replays, then the median of
+  `iters` replays, each after a barrier and bracketed by CUDA events; the slowest rank's median.
 - decode: one step for a batch of B sequences, each with `context` tokens already in the KV
   cache, captured once in a CUDA graph; the median over `iters` samples of `decode_steps`
   back-to-back replays (per step), slowest rank.
@@ -38,7 +40,7 @@ from ..cli.harness import agreed, barrier  # the bench's: all ranks take one bra
 from ..cli.methods import RunContext, close_shared
 from ..cli.peers import close_shared_peers
 from .config import ModelConfig, ShardPlan
-from .model import GraphedDecodeStep, TensorParallelDecoder, greedy_generate, no_reduction, random_rank_weights
+from .model import GraphedDecodeStep, GraphedPrefill, TensorParallelDecoder, greedy_generate, no_reduction, random_rank_weights
 from .providers import EXACT_QR_PROVIDERS, MethodReducer, make_provider_method
 from .reducers import GatheredSum, exact_sum, rank_order_fp32_sum
 
@@ -256,22 +258,13 @@ def judge_tokens(provider: str, world_size: int, tokens: torch.Tensor, graph_tok
 
 # --------------------------------------------------------------------------- timing
 
-FIRST_POINT_EXTRA_WARMUP = 5
-
-
 def _time_provider(model: TensorParallelDecoder, name: str, reducer, ctx: RunContext, cfg: SpeedConfig,
                    notes: list[str], log: Log) -> list[dict[str, Any]]:
     rows = []
     model.reducer = reducer
     method = getattr(reducer, "method", None)
     scenarios = [("prefill", t) for t in cfg.prefill_tokens] + [("decode", b) for b in cfg.decode_batches]
-    # A provider's first timed point ran 10-100% slow on 4x H100 (2026-11-27: prefill 1024, the first
-    # point of nccl_symm, qr_auto and its codecs, against the same point a run earlier), the later
-    # points not: its first scenario gets more untimed runs (allocator segments, library handles and
-    # workspaces settle in the first calls).
-    first_warmup = cfg.warmup + FIRST_POINT_EXTRA_WARMUP
-    for index, (phase, size) in enumerate(scenarios):
-        warmup = first_warmup if index == 0 else cfg.warmup
+    for phase, size in scenarios:
         numel = size * cfg.model.hidden
         reason = reducer.skip_reason(numel) if isinstance(reducer, MethodReducer) else None
         if reason:
@@ -281,10 +274,11 @@ def _time_provider(model: TensorParallelDecoder, name: str, reducer, ctx: RunCon
 
         def measure() -> None:
             if phase == "prefill":
-                measured["ms"] = _time_prefill(model, size, ctx, cfg, warmup)
+                measured["ms"] = _time_prefill(model, size, ctx, cfg,
+                                               method.after_capture if method is not None else None)
             else:
                 measured["ms"] = _time_decode(model, size, ctx, cfg,
-                                              method.after_capture if method is not None else None, warmup)
+                                              method.after_capture if method is not None else None)
             if method is not None:
                 method.raise_async_errors()
 
@@ -311,28 +305,30 @@ def _slowest(ms: float, ctx: RunContext) -> float:
 
 
 def _time_prefill(model: TensorParallelDecoder, tokens: int, ctx: RunContext, cfg: SpeedConfig,
-                  warmup: int) -> float:
+                  after_capture: Callable[[], None] | None) -> float:
     generator = torch.Generator().manual_seed(cfg.seed + tokens)
     prompt = torch.randint(cfg.model.vocab, (1, tokens), generator=generator).to(ctx.device)
-    for _ in range(warmup):
-        model.prefill(prompt)
+    graph = GraphedPrefill(model, prompt, after_capture)
+    for _ in range(cfg.warmup):
+        graph.replay()
     times = []
     for _ in range(cfg.iters):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         barrier(ctx)
         start.record()
-        model.prefill(prompt)
+        graph.replay()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
+    del graph
     return _slowest(statistics.median(times), ctx)
 
 
 def _time_decode(model: TensorParallelDecoder, batch: int, ctx: RunContext, cfg: SpeedConfig,
-                 after_capture: Callable[[], None] | None, warmup: int) -> float:
+                 after_capture: Callable[[], None] | None) -> float:
     cache = model.new_cache(batch, cfg.context + 1)  # the step decodes at position `context`
     step = GraphedDecodeStep(model, cache, after_capture)
-    for _ in range(warmup):
+    for _ in range(cfg.warmup):
         step.replay()
     times = []
     for _ in range(cfg.iters):
