@@ -15,7 +15,8 @@ cut -d, -f1,9,19-22 $OUT/a2a-ab.csv
 case "$gpu" in
   *H200*)
     t0=$SECONDS
-    timeout 100 python3 -m quickreduce.cli tune --no-multicast --gpus 4 --csv $OUT/tune-w4.csv --out $OUT/tuned-w4.json >> $L 2>&1
+    timeout 100 python3 -m quickreduce.cli tune --no-multicast --gpus 4 --collectives reduce_scatter,all_gather,all_to_all --dtypes bf16 \
+      --sizes 8K:1G:2 --timeout 95 --out $OUT/tuned-w4.json --csv $OUT/tune-w4.csv --no-cache >> $L 2>&1
     echo "tune: exit $? [$((SECONDS - t0)) s]" ;;
 esac
 t0=$SECONDS
