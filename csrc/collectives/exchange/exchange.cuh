@@ -134,7 +134,6 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   // each source's start in `out` (values)
   __shared__ uint64_t s_info[kMaxWorldSize];
   __shared__ size_t s_send_at[kMaxWorldSize], s_recv_at[kMaxWorldSize];
-  __shared__ int64_t s_send_rows[kMaxWorldSize];  // kDynamic: the caller's counts as read
 
   grid_dependency_wait();
   grid_dependents_launch();
@@ -149,13 +148,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     s_epoch = prev >= kEpochPeriod ? 1u : prev + 1u;
   }
   if constexpr (kDynamic) {  // my rows for each rank, checked (s_count holds rows until the plan)
-    // One count a thread, so the W loads overlap (thread 0 alone issued them one after another).
-    if (lane < W)
-      s_send_rows[lane] = a.dyn_count_bytes == 8 ? static_cast<const int64_t*>(a.dyn_send_counts)[lane]
-                                                 : int64_t(static_cast<const int32_t*>(a.dyn_send_counts)[lane]);
-    __syncthreads();
     if (lane == 0) {
-      const SendCountCheck c = check_send_counts(s_send_rows, W, a.in_rows, s_count[me]);
+      int64_t counts[kMaxWorldSize];
+      for (int d = 0; d < W; ++d)
+        counts[d] = a.dyn_count_bytes == 8 ? static_cast<const int64_t*>(a.dyn_send_counts)[d]
+                                           : int64_t(static_cast<const int32_t*>(a.dyn_send_counts)[d]);
+      const SendCountCheck c = check_send_counts(counts, W, a.in_rows, s_count[me]);
       s_info[me] = dynamic_info(a.capacity_rows, c.problem != CountProblem::kNone);
       if (blockIdx.x == 0 && c.problem == CountProblem::kNegative)
         report_count_error(ctrl, a.record, me, c.index, 0u, c.value, kPhaseCountNegative);
