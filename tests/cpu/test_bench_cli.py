@@ -741,10 +741,10 @@ def test_bench_arguments(tmp_path):
         parse(["--dtype", "fp64"])
     assert bench.main(["--collective", "gather"]) == 2
     assert bench.main(["--collective", "all_gather", "--methods", "trtllm_*"]) == 2
-    assert bench.default_csv_path("h200-x2", ["all_reduce"], False) == bench.RESULTS_DIR / "h200-x2.csv"
-    assert bench.default_csv_path("h200-x2", ["all_reduce"], False, gap=True).name == "h200-x2-gap.csv"
+    assert bench.default_csv_path("h200-x2", ["all_reduce"], False) == bench.RESULTS_DIR / "h200-x2" / "bench.csv"
+    assert bench.default_csv_path("h200-x2", ["all_reduce"], False, gap=True).name == "bench-gap.csv"
     assert bench.default_csv_path("h100-x2", ["all_reduce", "all_gather"], True).name == \
-        "h100-x2-all_reduce-all_gather-shared.csv"
+        "bench-all_reduce-all_gather-shared.csv"
 
 
 def test_list_methods_per_collective(capsys):

@@ -99,10 +99,10 @@ def test_list_methods_and_csv_path_with_the_epilogue(capsys):
     assert out[0] == "# all_reduce" and f"# {EPILOGUE}" in out
     assert out[out.index(f"# {EPILOGUE}") + 1].split() == ["nccl_unfused", "lossless"]
     path = bench.default_csv_path("h200-x2", ["all_reduce"], False, ["add_rmsnorm"])
-    assert path == bench.RESULTS_DIR / "h200-x2-all_reduce-add_rmsnorm.csv"
+    assert path == bench.RESULTS_DIR / "h200-x2" / "bench-all_reduce-add_rmsnorm.csv"
     assert bench.default_csv_path("h100-x2", ["all_reduce"], True, ["add_rmsnorm"]).name == \
-        "h100-x2-all_reduce-add_rmsnorm-shared.csv"
-    assert bench.default_csv_path("h200-x2", ["all_reduce"], False, None).name == "h200-x2.csv"
+        "bench-all_reduce-add_rmsnorm-shared.csv"
+    assert bench.default_csv_path("h200-x2", ["all_reduce"], False, None).name == "bench.csv"
 
 
 # --------------------------------------------------------------------------- skip reasons

@@ -6,7 +6,7 @@ peers on every size, check each result, and print/write/plot the comparison.
     quickreduce bench --collective reduce_scatter,all_gather,all_to_all --dtype fp32
     quickreduce bench --shared-gpu --collective all_reduce,reduce_scatter,all_gather,all_to_all
     quickreduce bench --epilogue add_rmsnorm --hidden 8192 --sizes 16K:64M   # + add + RMSNorm
-    quickreduce bench --from-csv bench/results/h200-x2.csv --plot h200-x2.png   # no GPU needed
+    quickreduce bench --from-csv results/h200-x2/bench.csv --plot h200-x2.png   # no GPU needed
 
 Runs one process per GPU (or in place under torchrun). Methods that cannot run here are listed
 with the reason at the end instead of failing the run. See harness.py for how times are taken.
@@ -42,7 +42,7 @@ from .report import (COLLECTIVE_METHODS, COLLECTIVES, EPILOGUES, QR_ROTATED_CODE
 
 DEFAULT_SIZES = "8K:1G"
 DEFAULT_TIMEOUT_S = 540  # under the device machines' 10-minute limit per command
-RESULTS_DIR = Path("bench") / "results"
+RESULTS_DIR = Path("results")  # results/<gpu>-x<n>/, as the repository publishes them
 DEFAULT_ITERS, DEFAULT_WARMUP, DEFAULT_REPLAYS = "50,20,5", 2, 7
 # --shared-gpu checks results, its timings mean nothing: fewer sizes and calls than a real run.
 SHARED_SIZES, SHARED_ITERS, SHARED_WARMUP, SHARED_REPLAYS = "8K:32M:4", "3,2,1", 1, 2
@@ -85,7 +85,7 @@ def build_parser(prog: str = "quickreduce bench") -> argparse.ArgumentParser:
     p.add_argument("--pool-budget", default="6G",
                    help="memory cap for one method's rotating buffers (default 6G)")
     p.add_argument("--csv", default=None,
-                   help="CSV path (default bench/results/<gpu>-x<n>.csv)")
+                   help="CSV path (default results/<gpu>-x<n>/bench.csv)")
     p.add_argument("--plot", default=None, help="also write a PNG plot here")
     p.add_argument("--from-csv", default=None,
                    help="print/plot an existing CSV instead of running (no GPU needed)")
@@ -200,10 +200,10 @@ def list_methods(collectives: list[str]) -> None:
 
 def default_csv_path(tag: str, collectives: list[str], shared_gpu: bool,
                      epilogues: list[str] | None = None, gap: bool = False) -> Path:
-    """bench/results/<gpu>-x<n>.csv for all-reduce alone (as always); other collectives and the
-    epilogues add their names, a shared-GPU run '-shared' and a --gap run '-gap', so none overwrites
-    the all-reduce results that scripts/readme_table.py and `quickreduce tune --from-csv` read."""
-    name = tag
+    """results/<gpu>-x<n>/bench.csv for all-reduce alone; other collectives and the epilogues add their
+    names, a shared-GPU run '-shared' and a --gap run '-gap', so none overwrites the all-reduce results
+    that `quickreduce tune --from-csv` reads."""
+    name = "bench"
     parts = collectives + list(dict.fromkeys(epilogues or []))
     if parts != ["all_reduce"]:
         name += "-" + "-".join(parts)
@@ -211,7 +211,7 @@ def default_csv_path(tag: str, collectives: list[str], shared_gpu: bool,
         name += "-shared"
     if gap:
         name += "-gap"
-    return RESULTS_DIR / f"{name}.csv"
+    return RESULTS_DIR / tag / f"{name}.csv"
 
 
 def main(argv: list[str] | None = None) -> int:

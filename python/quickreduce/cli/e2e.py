@@ -4,7 +4,7 @@
     quickreduce e2e --model llama3-70b --layers 10 --gpus 8 --plot e2e-70b.png
     quickreduce e2e --model path/to/config.json            # your model's shapes (a Hugging Face config.json)
     quickreduce e2e --shared-gpu --gpus 4 --layers 2       # one GPU: checks tokens, timings mean nothing
-    quickreduce e2e --from-csv bench/results/e2e-h200-x2-llama3-8b-L32.csv --plot e2e.png
+    quickreduce e2e --from-csv results/h100-x4/e2e-llama3-70b-L4.csv --plot e2e.png
     quickreduce e2e --fidelity                             # a real model, each codec, W = 2, 4, 8 (CPU)
 
 Speed: a Megatron-style decoder (random weights) runs on one process per GPU; for each all-reduce
@@ -32,7 +32,7 @@ from typing import Any
 from .launch import add_multicast_option
 
 DEFAULT_TIMEOUT_S = 540  # under the device machines' 10-minute limit per command
-RESULTS_DIR = Path("bench") / "results"
+RESULTS_DIR = Path("results")  # results/<gpu>-x<n>/, as the repository publishes them
 # --shared-gpu checks tokens; its timings mean nothing, so it times little.
 SHARED_DEFAULTS = {"prefill": "256", "batches": "1,8", "context": 128, "iters": 2, "warmup": 1, "decode_steps": 2}
 DEFAULTS = {"prefill": "1024,4096,8192", "batches": "1,16,64,256", "context": 1024, "iters": 10, "warmup": 2,
@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     speed.add_argument("--no-check", action="store_true", help="skip the token check")
     speed.add_argument("--check-only", action="store_true", help="run the token check and no timing")
     speed.add_argument("--csv", default=None,
-                       help="CSV path (speed: default bench/results/e2e-<gpu>-x<n>-<model>-L<layers>.csv; "
+                       help="CSV path (speed: default results/<gpu>-x<n>/e2e-<model>-L<layers>.csv; "
                             "fidelity: written only when given)")
     speed.add_argument("--plot", default=None, help="PNG path (speed default: the CSV's, .png)")
     speed.add_argument("--no-plot", action="store_true", help="write no plot")
@@ -207,8 +207,8 @@ def speed_main(args: argparse.Namespace) -> int:
     if rows:
         from quickreduce.cli.report import device_tag
 
-        default = RESULTS_DIR / (f"e2e-{device_tag(result['device'], world)}-{cfg.model.name}-L{cfg.model.layers}"
-                                 + ("-shared" if args.shared_gpu else "") + ".csv")
+        default = RESULTS_DIR / device_tag(result["device"], world) / (
+            f"e2e-{cfg.model.name}-L{cfg.model.layers}" + ("-shared" if args.shared_gpu else "") + ".csv")
         csv_path = report.write_csv(rows, args.csv or default)
         print(f"wrote {csv_path}", file=sys.stderr)
         if not args.no_plot:
