@@ -295,6 +295,23 @@ class TensorParallelDecoder:
 
 # --------------------------------------------------------------------------- generation
 
+def capture_graph(run: Callable[[], torch.Tensor], after_capture: Callable[[], None] | None = None
+                  ) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """(graph, output) of run() captured in a CUDA graph, after one run on a side stream so lazy
+    initializations happen outside the capture; after_capture() once the capture ends."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        output = run()
+    if after_capture is not None:
+        after_capture()
+    return graph, output
+
+
 class GraphedDecodeStep:
     """One decode step captured in a CUDA graph; call it with tokens and positions to replay.
 
@@ -305,16 +322,7 @@ class GraphedDecodeStep:
         batch = cache.batch
         self.tokens = torch.zeros(batch, dtype=torch.long, device=model.device)
         self.positions = torch.full((batch,), cache.length - 1, dtype=torch.long, device=model.device)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # lazy initializations happen outside the capture
-            model.decode(self.tokens, self.positions, cache)
-        torch.cuda.current_stream().wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.logits = model.decode(self.tokens, self.positions, cache)
-        if after_capture is not None:
-            after_capture()
+        self.graph, self.logits = capture_graph(lambda: model.decode(self.tokens, self.positions, cache), after_capture)
 
     def __call__(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         self.tokens.copy_(tokens)
@@ -332,16 +340,7 @@ class GraphedPrefill:
 
     def __init__(self, model: TensorParallelDecoder, prompt: torch.Tensor,
                  after_capture: Callable[[], None] | None = None):
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # lazy initializations happen outside the capture
-            model.prefill(prompt)
-        torch.cuda.current_stream().wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.logits = model.prefill(prompt)
-        if after_capture is not None:
-            after_capture()
+        self.graph, self.logits = capture_graph(lambda: model.prefill(prompt), after_capture)
 
     def replay(self) -> None:
         self.graph.replay()

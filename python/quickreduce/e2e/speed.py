@@ -5,8 +5,9 @@ Per provider (and once with no communication at all, `no_comm`):
 - prefill: one sequence of T tokens from position 0, logits of the last position: the time to
   first token. Captured in a CUDA graph, as engines with piecewise graphs run it: run eagerly, the
   1k-token prefill's time moved 10-15% between two runs on one machine (no_comm 5.40 and 6.19 ms,
-  llama3-70b, 4 layers, 4x H100), more than the providers differ. `warmup` untimed replays, then the median of
-  `iters` replays, each after a barrier and bracketed by CUDA events; the slowest rank's median.
+  llama3-70b, 4 layers, 4x H100), more than the providers differ. `warmup` untimed replays, then
+  the median of `iters` replays, each after a barrier and bracketed by CUDA events; the slowest
+  rank's median.
 - decode: one step for a batch of B sequences, each with `context` tokens already in the KV
   cache, captured once in a CUDA graph; the median over `iters` samples of `decode_steps`
   back-to-back replays (per step), slowest rank.
@@ -40,7 +41,8 @@ from ..cli.harness import agreed, barrier  # the bench's: all ranks take one bra
 from ..cli.methods import RunContext, close_shared
 from ..cli.peers import close_shared_peers
 from .config import ModelConfig, ShardPlan
-from .model import GraphedDecodeStep, GraphedPrefill, TensorParallelDecoder, greedy_generate, no_reduction, random_rank_weights
+from .model import (GraphedDecodeStep, GraphedPrefill, TensorParallelDecoder, greedy_generate, no_reduction,
+                    random_rank_weights)
 from .providers import EXACT_QR_PROVIDERS, MethodReducer, make_provider_method
 from .reducers import GatheredSum, exact_sum, rank_order_fp32_sum
 
