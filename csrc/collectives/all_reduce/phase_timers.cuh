@@ -37,4 +37,31 @@ struct PhaseTimers {
 #endif
 };
 
+// The segment exchange's timeline (exchange.cuh), under the same switch: thread 0 of CTA 0 stamps the
+// SM clock at each point below and prints the steps between them when the call ends
+// (lab/scripts/exchange_timers.py runs it).
+enum class ExchangeMark { kStart, kCounts, kPeersReady, kSizes, kPlan, kMoved, kEnd, kCount };
+
+struct ExchangeTimers {
+#if QR_PHASE_TIMERS
+  long long at[int(ExchangeMark::kCount)] = {};
+  __device__ void mark(ExchangeMark m) {
+    if (threadIdx.x == 0) at[int(m)] = clock64();
+  }
+  __device__ void report(int rank, int dynamic) const {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    auto step = [&](ExchangeMark a, ExchangeMark b) { return at[int(b)] - at[int(a)]; };
+    printf("exchange_timers rank %d dynamic %d CTA 0 of %d (cycles): counts %lld peers_ready %lld sizes %lld "
+           "plan %lld push_receive %lld end %lld\n",
+           rank, dynamic, int(gridDim.x), step(ExchangeMark::kStart, ExchangeMark::kCounts),
+           step(ExchangeMark::kCounts, ExchangeMark::kPeersReady), step(ExchangeMark::kPeersReady, ExchangeMark::kSizes),
+           step(ExchangeMark::kSizes, ExchangeMark::kPlan), step(ExchangeMark::kPlan, ExchangeMark::kMoved),
+           step(ExchangeMark::kMoved, ExchangeMark::kEnd));
+  }
+#else
+  __device__ void mark(ExchangeMark) {}
+  __device__ void report(int, int) const {}
+#endif
+};
+
 }  // namespace qr

@@ -27,6 +27,7 @@
 #pragma once
 
 #include "codecs/codec_list.hpp"
+#include "collectives/all_reduce/phase_timers.cuh"
 #include "collectives/args.hpp"
 #include "collectives/exchange/dynamic_plan.hpp"
 #include "transport/bulk_copy.cuh"
@@ -137,6 +138,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
 
   grid_dependency_wait();
   grid_dependents_launch();
+  ExchangeTimers timers;  // empty unless built with QR_PHASE_TIMERS
+  timers.mark(ExchangeMark::kStart);
   const int W = a.world_size, me = a.rank, lane = threadIdx.x;
   const auto kind = kDynamic ? ExchangeKind::kAllToAll : ExchangeKind(a.kind);
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[me] + a.layout.control);
@@ -168,6 +171,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   }
   __syncthreads();
   if (s_failed) return;
+  timers.mark(ExchangeMark::kCounts);
   const uint32_t epoch = s_epoch, prev = s_prev;
   WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
   const int peer = rank_after(me, 1 + lane, W);  // threads 0..W-2: one peer each
@@ -181,6 +185,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   }
   __syncthreads();
   if (s_failed) return;
+  timers.mark(ExchangeMark::kPeersReady);
 
   // 2. All-to-all: send my sizes to this CTA on every peer, read theirs, check the pairs.
   if (a.sizes_cross && lane < W - 1) {
@@ -214,6 +219,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   }
   __syncthreads();
   if (s_failed) return;
+  timers.mark(ExchangeMark::kSizes);
 
   // 2b. Dynamic: the plan every CTA of every rank computes alike (dynamic_plan.hpp), as values.
   if constexpr (kDynamic) {
@@ -290,6 +296,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   auto end_of = [&](size_t g) { return min(lo + my_slices, first_of(g) + per_group); };
   __syncthreads();
 
+  timers.mark(ExchangeMark::kPlan);
   const bool vec = a.aligned;
   const size_t lane_at = size_t(lane) * kLaneValues;
   // Values of my lane of slice i that lie inside a segment of n values.
@@ -421,6 +428,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   }
   if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
   if (!ok) return;
+  timers.mark(ExchangeMark::kMoved);
 
   // The last CTA advances the epoch and tells every peer this rank read everything of the call.
   __syncthreads();
@@ -433,6 +441,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       for (int j = 1; j < W; ++j) st_release_sys(&peer_ctrl(rank_after(me, j, W))->exchange_done_by[me], epoch);
     }
   }
+  timers.mark(ExchangeMark::kEnd);
+  timers.report(me, kDynamic ? 1 : 0);
 }
 
 }  // namespace qr
