@@ -17,9 +17,9 @@ import pytest
 import torch
 
 import quickreduce as qr
-from quickreduce import _C, moe, tuning
+from quickreduce import _C, moe
 # the simulated node of the torch-integration tests (tests/cpu is on sys.path)
-from test_torch_integration import _TORCH_DTYPES, Fabric, _view, on_every_rank
+from test_torch_integration import _TORCH_DTYPES, Fabric, _view, communicators_on, on_every_rank
 from quickreduce.comm import Communicator
 from quickreduce import oracle
 from quickreduce.oracle import all_to_all_dynamic as odyn
@@ -212,15 +212,7 @@ def node(monkeypatch, tmp_path):
     def make(world_size, solo=False, max_size=1 << 20):
         fabric = Fabric(world_size, solo)
         monkeypatch.setattr(_C, "Communicator", lambda rank, w, device, ms, timeout: SimDyn(fabric, rank, w, ms))
-        comms = []
-        for r in range(1 if solo else world_size):
-            with monkeypatch.context() as m:
-                m.setattr(torch.cuda, "is_available", lambda: True)
-                m.setattr(torch.cuda, "current_device", lambda: 0)
-                c = Communicator(rank=r, world_size=world_size, max_size=max_size)
-            c._table = tuning.load_table("NVIDIA H200", world_size, driver="test")
-            c.fabric = fabric
-            comms.append(c)
+        comms = communicators_on(monkeypatch, fabric, world_size, solo, max_size)
         made.extend(weakref.ref(c) for c in comms)
         return comms
 

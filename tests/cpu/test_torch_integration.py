@@ -127,6 +127,21 @@ def _relaxed_check_tensor(self, t, what, dtypes=comm_mod._DTYPE_IDS):
         raise ValueError(f"{what} is not 16-byte aligned")
 
 
+def communicators_on(monkeypatch, fabric, world_size, solo=False, max_size=1 << 20, **kwargs) -> list:
+    """One Communicator per simulated rank (one with solo) over `fabric`, built by the real constructor
+    (with _C.Communicator already patched to the simulation) and the H200 table."""
+    comms = []
+    for r in range(1 if solo else world_size):
+        with monkeypatch.context() as m:  # only while constructing: torch itself asks is_available()
+            m.setattr(torch.cuda, "is_available", lambda: True)
+            m.setattr(torch.cuda, "current_device", lambda: 0)
+            c = Communicator(rank=r, world_size=world_size, max_size=max_size, **kwargs)
+        c._table = tuning.load_table("NVIDIA H200", world_size, driver="test")
+        c.fabric = fabric
+        comms.append(c)
+    return comms
+
+
 @pytest.fixture
 def node(monkeypatch, tmp_path):
     """make(world_size, solo=False) -> [Communicator per rank] over one Fabric, built by the real
@@ -145,16 +160,7 @@ def node(monkeypatch, tmp_path):
         fabric = Fabric(world_size, solo)
         monkeypatch.setattr(_C, "Communicator",
                             lambda rank, w, device, max_size, timeout: SimC(fabric, rank, w, max_size))
-        comms = []
-        max_size = kwargs.pop("max_size", 1 << 20)
-        for r in range(1 if solo else world_size):
-            with monkeypatch.context() as m:  # only while constructing: torch itself asks is_available()
-                m.setattr(torch.cuda, "is_available", lambda: True)
-                m.setattr(torch.cuda, "current_device", lambda: 0)
-                c = Communicator(rank=r, world_size=world_size, max_size=max_size, **kwargs)
-            c._table = tuning.load_table("NVIDIA H200", world_size, driver="test")
-            c.fabric = fabric
-            comms.append(c)
+        comms = communicators_on(monkeypatch, fabric, world_size, solo, **kwargs)
         made.extend(weakref.ref(c) for c in comms)
         return comms
 
