@@ -306,41 +306,34 @@ def _slowest(ms: float, ctx: RunContext) -> float:
     return float(value.item())
 
 
-def _time_prefill(model: TensorParallelDecoder, tokens: int, ctx: RunContext, cfg: SpeedConfig,
-                  after_capture: Callable[[], None] | None) -> float:
-    generator = torch.Generator().manual_seed(cfg.seed + tokens)
-    prompt = torch.randint(cfg.model.vocab, (1, tokens), generator=generator).to(ctx.device)
-    graph = GraphedPrefill(model, prompt, after_capture)
+def _replay_ms(replay: Callable[[], None], per_sample: int, ctx: RunContext, cfg: SpeedConfig) -> float:
+    """The slowest rank's median over `iters` samples of `per_sample` back-to-back replays (ms per
+    replay), each sample after a barrier and between CUDA events, after `warmup` untimed replays."""
     for _ in range(cfg.warmup):
-        graph.replay()
+        replay()
     times = []
     for _ in range(cfg.iters):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         barrier(ctx)
         start.record()
-        graph.replay()
+        for _ in range(per_sample):
+            replay()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
-    del graph
+        times.append(start.elapsed_time(end) / per_sample)
     return _slowest(statistics.median(times), ctx)
+
+
+def _time_prefill(model: TensorParallelDecoder, tokens: int, ctx: RunContext, cfg: SpeedConfig,
+                  after_capture: Callable[[], None] | None) -> float:
+    generator = torch.Generator().manual_seed(cfg.seed + tokens)
+    prompt = torch.randint(cfg.model.vocab, (1, tokens), generator=generator).to(ctx.device)
+    graph = GraphedPrefill(model, prompt, after_capture)
+    return _replay_ms(graph.replay, 1, ctx, cfg)
 
 
 def _time_decode(model: TensorParallelDecoder, batch: int, ctx: RunContext, cfg: SpeedConfig,
                  after_capture: Callable[[], None] | None) -> float:
     cache = model.new_cache(batch, cfg.context + 1)  # the step decodes at position `context`
     step = GraphedDecodeStep(model, cache, after_capture)
-    for _ in range(cfg.warmup):
-        step.replay()
-    times = []
-    for _ in range(cfg.iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        barrier(ctx)
-        start.record()
-        for _ in range(cfg.decode_steps):
-            step.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / cfg.decode_steps)
-    del step, cache
-    return _slowest(statistics.median(times), ctx)
+    return _replay_ms(step.replay, cfg.decode_steps, ctx, cfg)
