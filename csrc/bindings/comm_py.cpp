@@ -92,6 +92,13 @@ void register_comm(nb::module_& m) {
                    pdl, threads, even_splits, packet_max_bytes);
       }, "kind"_a, "in_ptr"_a, "out_ptr"_a, "dtype"_a, "codec"_a, "send_counts"_a, "recv_counts"_a, "stream"_a,
       "pdl"_a = false, "threads"_a = 0, "even_splits"_a = false, "packet_max_bytes"_a = SIZE_MAX)
+      .def("all_reduce_packets_fit", [](qr::Communicator& c, size_t numel, int dtype, size_t packet_max_bytes) {
+        return c.all_reduce_packets_fit(numel, qr::DType(dtype), packet_max_bytes);
+      }, "numel"_a, "dtype"_a, "packet_max_bytes"_a = SIZE_MAX)
+      .def("all_reduce_packets", [](qr::Communicator& c, uintptr_t in, uintptr_t out, size_t numel, int dtype,
+                                    uintptr_t stream, bool pdl, size_t packet_max_bytes) {
+        c.all_reduce_packets(in, out, numel, qr::DType(dtype), stream, pdl, packet_max_bytes);
+      }, "in_ptr"_a, "out_ptr"_a, "numel"_a, "dtype"_a, "stream"_a, "pdl"_a = false, "packet_max_bytes"_a = SIZE_MAX)
       .def("all_to_all_dynamic", [](qr::Communicator& c, uintptr_t in, uintptr_t out, uintptr_t send_counts,
                                     uintptr_t recv_counts, int count_bytes, size_t row_values, size_t in_rows,
                                     size_t capacity_rows, int dtype, int codec, uintptr_t stream, bool pdl) {

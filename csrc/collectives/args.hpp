@@ -42,7 +42,9 @@ struct RowEpilogueArgs {
 static_assert(std::is_trivially_copyable_v<RowEpilogueArgs>, "kernel args are copied by value");
 
 // The segment collectives (collectives/exchange/): what moves where, as element counts.
-enum class ExchangeKind : int { kAllGather = 0, kAllToAll = 1, kReduceScatter = 2 };
+// kAllReduce: the packet path only (exchange/packets.cuh): reduce-scatter then all-gather of W chunks in
+// one kernel, the all-gather through a second packet channel.
+enum class ExchangeKind : int { kAllGather = 0, kAllToAll = 1, kReduceScatter = 2, kAllReduce = 3 };
 
 struct ExchangeArgs {
   const void* in;

@@ -72,6 +72,7 @@ Communicator::Communicator(int rank, int world_size, int device, size_t max_byte
   QR_CUDA_CHECK(launch_fill_u32(reinterpret_cast<uint32_t*>(workspace_ + layout_.lamport),
                                 layout_.lamport_bytes(world_size) / 4, kLamportEmpty, nullptr));
   QR_CUDA_CHECK(cudaMemset(workspace_ + layout_.xp_data, 0xff, layout_.packet_bytes(world_size)));  // empty
+  QR_CUDA_CHECK(cudaMemset(workspace_ + layout_.xq_data, 0xff, layout_.packet_bytes(world_size)));
   QR_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&record_host_), sizeof(ErrorRecord), cudaHostAllocMapped));
   std::memset(record_host_, 0, sizeof(ErrorRecord));
   QR_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&record_device_), record_host_, 0));
@@ -299,6 +300,41 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
   if (threads != 128 && threads != 256 && threads != 512) throw std::invalid_argument("exchange threads must be 128, 256 or 512");
   args.signature = exchange_signature(kind, args.sizes_cross ? 0 : send_counts[0], dtype, codec, threads);
   QR_CUDA_CHECK(launch_exchange(args, dtype, codec, threads, reinterpret_cast<cudaStream_t>(stream)));
+}
+
+bool Communicator::all_reduce_packets_fit(size_t numel, DType dtype, size_t packet_max_bytes) const {
+  const size_t elem = size_t(dtype_bytes(dtype)), per_vector = 16 / elem;
+  const size_t chunk = ((numel + world_size_ - 1) / world_size_ + per_vector - 1) / per_vector * per_vector;
+  return numel > 0 && numel * elem <= max_bytes_ && layout_.packet_path_fits(chunk * elem, packet_max_bytes);
+}
+
+void Communicator::all_reduce_packets(uintptr_t in, uintptr_t out, size_t numel, DType dtype, uintptr_t stream,
+                                      bool pdl, size_t packet_max_bytes) {
+  require_usable();
+  check();
+  if (!all_reduce_packets_fit(numel, dtype, packet_max_bytes))
+    throw std::invalid_argument("all-reduce of " + std::to_string(numel) + " values does not fit the packet path");
+  if (in % 16 || out % 16) throw std::invalid_argument("input and output must be 16-byte aligned");
+  const int W = world_size_;
+  const size_t elem = size_t(dtype_bytes(dtype)), per_vector = 16 / elem;
+  // W chunks of K values, K a whole number of vectors, so every chunk starts 16-byte aligned; the
+  // sum is elementwise, so the chunking changes no bit.
+  const size_t chunk = ((numel + W - 1) / W + per_vector - 1) / per_vector * per_vector;
+  ExchangeArgs args{};
+  fill_common(args, in, out, pdl);
+  args.kind = int(ExchangeKind::kAllReduce);
+  args.even_count = uint32_t(chunk);
+  for (int r = 0; r < W; ++r) {
+    const size_t first = size_t(r) * chunk;
+    args.send_count[r] = uint32_t(first < numel ? std::min(chunk, numel - first) : 0);  // values inside the tensor
+    args.recv_count[r] = args.send_count[r];
+    args.send_offset[r] = first;
+    args.recv_offset[r] = first;
+  }
+  args.aligned = 1;
+  args.signature = exchange_signature(ExchangeKind::kAllReduce, chunk, dtype, CodecId::kPassthrough, kPacketPath);
+  DeviceGuard guard(device_);
+  QR_CUDA_CHECK(launch_exchange_packets(args, dtype, reinterpret_cast<cudaStream_t>(stream)));
 }
 
 void Communicator::all_to_all_dynamic(uintptr_t in, uintptr_t out, uintptr_t send_counts, uintptr_t recv_counts,

@@ -66,6 +66,11 @@ class Communicator {
   // and written (the rows received from each rank, in rank order in out) by the kernel; the host
   // never reads them. Bad counts are reported through the error record (SplitSizeError), never
   // followed past a buffer. Every rank passes the same row_values, dtype and codec.
+  // Exact all-reduce of 16-bit or fp32 values as reduce-scatter + all-gather in one packet kernel
+  // (the bits of the two-shot's passthrough, as algo rs_ag), where W chunks fit the packet path.
+  bool all_reduce_packets_fit(size_t numel, DType dtype, size_t packet_max_bytes) const;
+  void all_reduce_packets(uintptr_t in, uintptr_t out, size_t numel, DType dtype, uintptr_t stream, bool pdl,
+                          size_t packet_max_bytes);
   void all_to_all_dynamic(uintptr_t in, uintptr_t out, uintptr_t send_counts, uintptr_t recv_counts, int count_bytes,
                           size_t row_values, size_t in_rows, size_t capacity_rows, DType dtype, CodecId codec,
                           uintptr_t stream, bool pdl = false);

@@ -17,6 +17,7 @@
 //   [xc_sizes]  [CTA][src] SizeRow: the values src sends each rank (uneven and dynamic all-to-all)
 //   [xc_data]   [src][slice] encoded segments pushed to this rank, lower sources first
 //   [xp_data]   [3 buffers][src][vector] 16-byte vectors of small segments (exchange/packets.cuh);
+//   [xq_data]   the same, the packet all-reduce's all-gather channel;
 //               "empty" = every byte 0xFF, a NaN real data is never sent as
 #pragma once
 #include <algorithm>
@@ -112,6 +113,10 @@ struct ControlBlock {
   uint32_t packet_epoch[kPacketBlocks];
   uint32_t packet_prev_vectors[kPacketBlocks];
   uint64_t packet_signature[kPacketBlocks][2][kMaxWorldSize];
+  // The packet all-reduce's all-gather channel (xq_data): its own epochs and clearing counts, advanced
+  // only by packet all-reduce calls (the signature check is the first channel's).
+  uint32_t packet_ag_epoch[kPacketBlocks];
+  uint32_t packet_ag_prev_vectors[kPacketBlocks];
 };
 
 // Most CTAs an exchange launch may have (size rows are per CTA): more than fit at once on any GPU
@@ -142,7 +147,7 @@ struct WorkspaceLayout {
   size_t lamport_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * lamport_vectors * 16; }
   size_t packet_bytes(int world_size) const { return size_t(kLamportBuffers) * world_size * packet_vectors * 16; }
   size_t control, rs_flags, ag_flags, rs_forms, ag_forms, lamport, rs_data, ag_data;
-  size_t xc_flags, xc_sizes, xc_data, xp_data, total;
+  size_t xc_flags, xc_sizes, xc_data, xp_data, xq_data, total;
   size_t max_tiles, lamport_vectors;  // lamport_vectors: per buffer and source
   size_t packet_vectors;              // small-segment vectors per buffer and source
   size_t max_exchange_slices;         // most slices one exchange segment can have
@@ -181,6 +186,7 @@ struct WorkspaceLayout {
     w.xc_data = take(max_bytes + size_t(world_size) * kMaxWireSliceBytes);
     w.packet_vectors = align_up(std::min(max_bytes, kPacketMaxSegmentBytes), 16) / 16;
     w.xp_data = take(w.packet_bytes(world_size));
+    w.xq_data = take(w.packet_bytes(world_size));  // the packet all-reduce's all-gather channel
     w.total = off;
     return w;
   }

@@ -229,7 +229,7 @@ def test_one_shot_limit_and_workspace_follow_world_size():
 
     def data_regions(world_size, max_size):  # the README's formula, flags and control aside
         return 3 * max_size + 3 * world_size * (min(max_size, _C.one_shot_max_bytes(world_size))
-                                                + min(max_size, 2 << 20))
+                                                + 2 * min(max_size, 2 << 20))  # two packet channels
 
     # Flags grow with max_size / 1024 slices x world size (the exchange's and the two-shot's).
     for world_size, max_size in ((2, MiB), (2, 16 * MiB), (4, 16 * MiB), (8, 128 * MiB)):

@@ -447,6 +447,9 @@ class StoreSimC:
             acc += x.float()
         _view(out, numel, dt).copy_(acc.to(dt))
 
+    def all_reduce_packets_fit(self, numel, dtype, packet_max_bytes=None):
+        return False  # the simulated node runs the all-reduce as two exchange calls (the same bits)
+
     def exchange(self, kind, inp, out, dtype, codec, send_counts, recv_counts, stream, pdl=False, threads=0,
                  even_splits=False, packet_max_bytes=None):
         self.check()

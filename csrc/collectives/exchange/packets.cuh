@@ -21,6 +21,11 @@
 // (p / kPacketThreads) % kPacketBlocks in every call, and a call launches the same CTAs on every
 // rank, so each CTA's epochs stay in step across ranks.
 // Mismatch: a control warp sends {epoch, call signature} beside the data and checks the peers'.
+// All-reduce (kind kAllReduce; Communicator::all_reduce_packets): the reduce-scatter above, then each
+// summed vector is pushed straight on to every peer through a second channel (xq_data, its own epochs
+// and clearing counts, as the first's) and stored by each as the all-gather stores it: one launch, and
+// a vector's all-gather leaves as soon as its sum is done. Both channels see every peer in every call,
+// so the first channel's argument holds for each.
 #pragma once
 #include "collectives/args.hpp"
 #include "transport/lanes.cuh"
@@ -149,6 +154,14 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
   const size_t buffer = size_t(epoch % kLamportBuffers) * W * V;
   const size_t previous = size_t((epoch + kLamportBuffers - 1) % kLamportBuffers) * W * V;
   auto* local = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.xp_data);
+  // The all-reduce's second channel (read only by kAllReduce calls).
+  const bool all_reduce = kind == ExchangeKind::kAllReduce;
+  const uint32_t prev_ag = ctrl->packet_ag_epoch[blockIdx.x];
+  const size_t prev_ag_vectors = ctrl->packet_ag_prev_vectors[blockIdx.x];
+  const uint32_t epoch_ag = prev_ag >= kEpochPeriod ? 1u : prev_ag + 1u;
+  const size_t buffer_ag = size_t(epoch_ag % kLamportBuffers) * W * V;
+  const size_t previous_ag = size_t((epoch_ag + kLamportBuffers - 1) % kLamportBuffers) * W * V;
+  auto* local_ag = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.xq_data);
   WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
 
   if (threadIdx.x == kPacketThreads) {  // this call's signature to the same CTA on every peer
@@ -162,12 +175,17 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
     auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.xp_data);
     st_volatile_v4(dst + buffer + size_t(me) * V + p, v);
   };
-  // Waits for vector p of src's segment; false on a timeout or an abort.
-  auto arrive = [&](int src, size_t p, uint4& v) {
-    const uint4* slot = local + buffer + size_t(src) * V + p;
-    return spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return packet_arrived<T>(x); }, v,
-                      src, epoch, kPhaseExchangePackets);
+  auto send_ag = [&](int d, size_t p, const uint4& v) {
+    auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.xq_data);
+    st_volatile_v4(dst + buffer_ag + size_t(me) * V + p, v);
   };
+  // Waits for vector p of src's segment; false on a timeout or an abort.
+  auto arrive_in = [&](const uint4* region, int src, size_t p, uint4& v, uint32_t e) {
+    const uint4* slot = region + size_t(src) * V + p;
+    return spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return packet_arrived<T>(x); }, v,
+                      src, e, kPhaseExchangePackets);
+  };
+  auto arrive = [&](int src, size_t p, uint4& v) { return arrive_in(local + buffer, src, p, v, epoch); };
 
   bool ok = true;
   if (control) {
@@ -196,32 +214,47 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
       }
       for (int j = 1; j < W; ++j) {
         const int d = rank_after(me, j, W);
-        send(d, p, packet_without_sentinel<T>(load_packet<T>(a.in, a.send_offset[d], p, n, aligned)));
+        const uint32_t len = all_reduce ? a.send_count[d] : n;  // all-reduce: zeros past the tensor's end
+        send(d, p, packet_without_sentinel<T>(load_packet<T>(a.in, a.send_offset[d], p, len, aligned)));
       }
       if (kind == ExchangeKind::kAllToAll)
         store_packet<T>(a.out, a.recv_offset[me], p, n, aligned,
                         packet_without_sentinel<T>(load_packet<T>(a.in, a.send_offset[me], p, n, aligned)));
     }
-    // Empty the buffer of this CTA's previous call while the data flies.
+    // Empty the buffer of this CTA's previous call while the data flies (each channel's).
     const uint4 empty = make_uint4(~0u, ~0u, ~0u, ~0u);
     for (size_t p = first; p < prev_vectors; p += stride)
       for (int src = 0; src < W; ++src)
         if (src != me) local[previous + size_t(src) * V + p] = empty;
+    if (all_reduce)
+      for (size_t p = first; p < prev_ag_vectors; p += stride)
+        for (int src = 0; src < W; ++src)
+          if (src != me) local_ag[previous_ag + size_t(src) * V + p] = empty;
     // Receive: the peers' segments into place, or (reduce-scatter) the sum in rank order, my own
     // values exact.
     for (size_t p = first; ok && p < vectors; p += stride) {
-      if (kind == ExchangeKind::kReduceScatter) {
+      if (kind == ExchangeKind::kReduceScatter || all_reduce) {
+        // All-reduce: segment d is chunk d of the tensor, send_count[d] of its values inside it.
+        const uint32_t mine = all_reduce ? a.send_count[me] : n;
         float acc[8];
         for (int src = 0; ok && src < W; ++src) {
           uint4 v;
           if (src == me) {
-            v = load_packet<T>(a.in, a.send_offset[me], p, n, aligned);
+            v = load_packet<T>(a.in, a.send_offset[me], p, mine, aligned);
           } else {
             ok = arrive(src, p, v);
           }
           accumulate_packet<T>(acc, v, src == 0);
         }
-        if (ok) store_packet<T>(a.out, 0, p, n, aligned, packet_of<T>(acc));
+        if (!ok) break;
+        if (!all_reduce) {
+          store_packet<T>(a.out, 0, p, n, aligned, packet_of<T>(acc));
+          continue;
+        }
+        // The sum as the all-gather sends it (a sentinel-free NaN), stored here as every peer stores it.
+        const uint4 sum = packet_without_sentinel<T>(packet_of<T>(acc));
+        for (int j = 1; j < W; ++j) send_ag(rank_after(me, j, W), p, sum);
+        store_packet<T>(a.out, a.recv_offset[me], p, mine, aligned, sum);
         continue;
       }
       for (int j = 1; ok && j < W; ++j) {
@@ -231,12 +264,25 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
         if (ok) store_packet<T>(a.out, a.recv_offset[src], p, n, aligned, v);
       }
     }
+    // All-reduce: every other chunk's sum from its owner.
+    for (size_t p = first; ok && all_reduce && p < vectors; p += stride) {
+      for (int j = 1; ok && j < W; ++j) {
+        const int src = rank_after(me, j, W);
+        uint4 v;
+        ok = arrive_in(local_ag + buffer_ag, src, p, v, epoch_ag);
+        if (ok) store_packet<T>(a.out, a.recv_offset[src], p, a.send_count[src], aligned, v);
+      }
+    }
   }
 
   __syncthreads();
   if (threadIdx.x == 0) {
     ctrl->packet_epoch[blockIdx.x] = epoch;
     ctrl->packet_prev_vectors[blockIdx.x] = uint32_t(vectors);
+    if (all_reduce) {
+      ctrl->packet_ag_epoch[blockIdx.x] = epoch_ag;
+      ctrl->packet_ag_prev_vectors[blockIdx.x] = uint32_t(vectors);
+    }
   }
 }
 
