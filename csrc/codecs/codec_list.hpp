@@ -51,6 +51,12 @@ constexpr CodecInfo kCodecs[] = {
 #undef QR_INFO
 };
 constexpr int kNumCodecs = sizeof(kCodecs) / sizeof(kCodecs[0]);
+// Whether a registry id is a scaled (lossy, block-scaled) codec; false for ids outside the registry.
+constexpr bool codec_is_scaled(CodecId id) {
+  for (const auto& c : kCodecs)
+    if (c.id == id) return c.kind == CodecKind::kScaled;
+  return false;
+}
 
 // The codec that actually travels for a registry codec and a tensor dtype: fp32 tensors take the
 // exact passthrough in 32 bits (the lossless packing is bf16's), every scaled codec is itself

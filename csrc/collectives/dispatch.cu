@@ -8,6 +8,7 @@
 #include "collectives/all_reduce/one_shot.cuh"
 #include "collectives/two_shot_launch.cuh"
 #include "collectives/exchange/exchange.cuh"
+#include "collectives/exchange/coded_packets.cuh"
 #include "collectives/exchange/packets.cuh"
 #include "codecs/dispatch.hpp"
 
@@ -145,6 +146,22 @@ cudaError_t launch_exchange_packets(const ExchangeArgs& args, DType dtype, cudaS
     const size_t owners = (vectors + kPacketThreads - 1) / kPacketThreads;  // CTAs that own vectors
     const int blocks = int(std::clamp(owners, size_t(1), size_t(kPacketBlocks)));
     return launch(exchange_packets_kernel<T>, blocks, kPacketThreads + kPacketControlThreads, args, stream);
+  });
+}
+
+cudaError_t launch_exchange_coded_packets(const ExchangeArgs& args, DType dtype, CodecId codec, cudaStream_t stream) {
+  return dispatch_codec_any_dtype(codec, dtype, [&](auto codec_t, auto d) -> cudaError_t {
+    using Codec = decltype(codec_t);
+    constexpr DType T = decltype(d)::value;
+    if constexpr (!Codec::kScaled) {
+      return cudaErrorInvalidValue;  // exact codecs take exchange_packets_kernel
+    } else {
+      const bool reduce = ExchangeKind(args.kind) == ExchangeKind::kReduceScatter;
+      const size_t vectors = coded_packet_lanes(args.even_count) * coded_packet_vectors_per_lane(reduce, T == DType::kFloat32);
+      const size_t owners = (vectors + kPacketThreads - 1) / kPacketThreads;  // CTAs that own vectors
+      const int blocks = int(std::clamp(owners, size_t(1), size_t(kPacketBlocks)));
+      return launch(exchange_coded_packets_kernel<Codec, T>, blocks, kPacketThreads + kPacketControlThreads, args, stream);
+    }
   });
 }
 

@@ -30,5 +30,7 @@ cudaError_t launch_exchange_dynamic(const ExchangeArgs& args, DType dtype, Codec
                                     cudaStream_t stream);
 // Small even segments, passthrough (packets.cuh): even_count * dtype bytes <= layout.packet_vectors * 16.
 cudaError_t launch_exchange_packets(const ExchangeArgs& args, DType dtype, cudaStream_t stream);
+// Small even segments, a scaled codec (coded_packets.cuh): WorkspaceLayout::coded_packet_path_fits holds.
+cudaError_t launch_exchange_coded_packets(const ExchangeArgs& args, DType dtype, CodecId codec, cudaStream_t stream);
 
 }  // namespace qr

@@ -296,6 +296,12 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
     QR_CUDA_CHECK(launch_exchange_packets(args, dtype, reinterpret_cast<cudaStream_t>(stream)));
     return;
   }
+  if (threads == 0 && codec_is_scaled(codec) && !args.sizes_cross &&
+      layout_.coded_packet_path_fits(send_counts[0], elem, kind == ExchangeKind::kReduceScatter, packet_max_bytes)) {
+    args.signature = exchange_signature(kind, send_counts[0], dtype, codec, kPacketPath);
+    QR_CUDA_CHECK(launch_exchange_coded_packets(args, dtype, codec, reinterpret_cast<cudaStream_t>(stream)));
+    return;
+  }
   if (threads == 0) threads = exchange_threads(kind, send_counts[0]);
   if (threads != 128 && threads != 256 && threads != 512) throw std::invalid_argument("exchange threads must be 128, 256 or 512");
   args.signature = exchange_signature(kind, args.sizes_cross ? 0 : send_counts[0], dtype, codec, threads);

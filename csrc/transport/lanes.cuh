@@ -50,4 +50,55 @@ __device__ __forceinline__ void store_lane(uint16_t* p, ptrdiff_t valid, const f
   }
 }
 
+// A lane of 8 values of a tensor of dtype T starting at element `at` (valid: how many lie inside
+// the segment), as fp32; `vec`: the lane is 16-byte aligned, so a full lane loads as vectors.
+template <DType T>
+__device__ __forceinline__ void load_values(const void* base, size_t at, ptrdiff_t valid, bool vec,
+                                            float v[kLaneValues]) {
+  if constexpr (T == DType::kFloat32) {
+    const float* p = static_cast<const float*>(base) + at;
+    if (vec && valid >= kLaneValues) {
+      const float4 lo = reinterpret_cast<const float4*>(p)[0], hi = reinterpret_cast<const float4*>(p)[1];
+      v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+    } else {
+#pragma unroll
+      for (int i = 0; i < kLaneValues; ++i) v[i] = i < valid ? p[i] : 0.0f;
+    }
+  } else {
+    const uint16_t* p = static_cast<const uint16_t*>(base) + at;
+    if (vec) {
+      load_lane<T>(p, valid, v);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kLaneValues; ++i) v[i] = i < valid ? to_float<T>(p[i]) : 0.0f;
+    }
+  }
+}
+
+// Stores the lane's values that lie inside the segment, rounded to T (to_T; exact for fp32).
+template <DType T>
+__device__ __forceinline__ void store_values(void* base, size_t at, ptrdiff_t valid, bool vec,
+                                             const float v[kLaneValues]) {
+  if constexpr (T == DType::kFloat32) {
+    float* p = static_cast<float*>(base) + at;
+    if (vec && valid >= kLaneValues) {
+      reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+      reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kLaneValues; ++i)
+        if (i < valid) p[i] = v[i];
+    }
+  } else {
+    uint16_t* p = static_cast<uint16_t*>(base) + at;
+    if (vec) {
+      store_lane<T>(p, valid, v);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kLaneValues; ++i)
+        if (i < valid) p[i] = from_float<T>(v[i]);
+    }
+  }
+}
+
 }  // namespace qr

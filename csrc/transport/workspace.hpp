@@ -67,6 +67,11 @@ constexpr int kPacketBlocks = 256;
 constexpr int kPacketThreads = 128;
 constexpr int kPacketControlThreads = 32;
 constexpr size_t kPacketMaxSegmentBytes = size_t(2) << 20;  // 4 vectors a thread at the most
+// The scaled codecs' small path (exchange/coded_packets.cuh) on the same channel: whole codec blocks
+// of a segment cross, one 16-byte vector a lane of 8 values (16-bit all-gather and all-to-all: the
+// round-tripped values in T) or two (fp32 values: every reduce-scatter, every fp32 tensor).
+QR_HD constexpr size_t coded_packet_lanes(size_t values) { return (values + 31) / 32 * 4; }
+QR_HD constexpr int coded_packet_vectors_per_lane(bool reduce_scatter, bool fp32) { return reduce_scatter || fp32 ? 2 : 1; }
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
 constexpr int kTwoShotGroups = 16;  // most groups the automatic rule picks (explicit groups: up to 64)
@@ -156,6 +161,12 @@ struct WorkspaceLayout {
   // (Communicator::exchange; Python asks it too, to keep `auto:<codec>` exact there).
   bool packet_path_fits(size_t segment_bytes, size_t packet_max_bytes) const {
     return segment_bytes > 0 && segment_bytes <= std::min(packet_max_bytes, packet_vectors * 16);
+  }
+  // The coded path: the segment within packet_max_bytes, its wire within a buffer.
+  bool coded_packet_path_fits(size_t segment_values, size_t value_bytes, bool reduce_scatter,
+                              size_t packet_max_bytes) const {
+    const size_t wire = coded_packet_lanes(segment_values) * coded_packet_vectors_per_lane(reduce_scatter, value_bytes == 4);
+    return segment_values > 0 && segment_values * value_bytes <= packet_max_bytes && wire <= packet_vectors;
   }
 
   static WorkspaceLayout make(int world_size, size_t max_bytes) {

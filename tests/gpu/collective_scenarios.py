@@ -261,6 +261,70 @@ def small_segments(rank, world_size):
     return res
 
 
+def coded_small_segments(rank, world_size):
+    """The scaled codecs' flag-in-data path (exchange/coded_packets.cuh): every scaled codec and dtype
+    bit-exact with the twin and with the slice path (QUICKREDUCE_PACKET_SEGMENT_MAX_KB=0), at tail
+    sizes and around the reduce-scatter's wire limit (fp32 on the wire: half the exact path's segment);
+    1000 graph replays mixing coded and exact packet calls on their shared channel."""
+    res = {}
+    W = world_size
+    limit = (2 << 20) // 16 * 4  # bf16 reduce-scatter: the largest segment whose fp32 wire fits 2 MiB
+    max_size = W * (limit + 64) * 2
+    comm = qr.Communicator(max_size=max_size)
+    slices = qr.Communicator(max_size=max_size)
+    slices.packet_segment_max_bytes = 0
+    scaled = [c for c in CODECS if c not in ("fp16", "lossless")]
+    cases = [(d, c, k) for d in DTYPES for c in scaled for k in (1, 33, 4097)]
+    cases += [("bf16", c, k) for c in ("int4", "int6h") for k in (limit - 8, limit, limit + 8)]
+    for dname, codec, k in cases:
+        dtype = DTYPES[dname]
+        xs = rank_inputs(90_000 + k + len(codec) + len(dname), W * k, dtype, W)
+        x = xs[rank]
+        tag = f"{dname}/{codec}/k={k}"
+        got = (comm.reduce_scatter(x, codec=codec), comm.all_gather(x[:k], codec=codec), comm.all_to_all(x, codec=codec))
+        ref = (slices.reduce_scatter(x, codec=codec), slices.all_gather(x[:k], codec=codec),
+               slices.all_to_all(x, codec=codec))
+        torch.cuda.synchronize()
+        comm.check()
+        slices.check()
+        splits = [[k] * W for _ in range(W)]
+        twin = (twin_reduce_scatter(xs, dname, codec, rank), twin_all_gather([y[:k] for y in xs], dname, codec),
+                twin_all_to_all(xs, dname, codec, splits, rank))
+        bits = BITS[dtype][0]
+        for name, g, r, t in zip(("reduce_scatter", "all_gather", "all_to_all"), got, ref, twin):
+            res[f"{name} {tag} == twin"] = same_values(g, t)
+            res[f"{name} {tag} == slice path"] = None if torch.equal(g.view(bits), r.view(bits)) else "differs"
+        res[f"all_gather identical {tag}"] = None if same_on_all_ranks(got[1]) else "ranks differ"
+    # Coded and exact calls alternating on the packet channel (two wire vectors a lane and one), in a graph.
+    k = 4096 + 24
+    bank = []
+    for b in range(4):
+        xs = rank_inputs(95_000 + b, W * k, torch.bfloat16, W)
+        acc = torch.zeros(k, dtype=torch.float32, device="cuda")
+        for y in xs:
+            acc += y[rank * k:(rank + 1) * k].float()
+        splits = [[k] * W for _ in range(W)]
+        bank.append((xs[rank], twin_reduce_scatter(xs, "bf16", "int4", rank), acc.bfloat16(),
+                     twin_all_gather([y[:k] for y in xs], "bf16", "fp8"), torch.cat([y[:k] for y in xs]),
+                     twin_all_to_all(xs, "bf16", "int6h", splits, rank)))
+    x = torch.empty(W * k, dtype=torch.bfloat16, device="cuda")
+    outs = [torch.empty_like(t) for t in bank[0][1:]]
+
+    def body():
+        comm.reduce_scatter(x, out=outs[0], codec="int4")
+        comm.reduce_scatter(x, out=outs[1])
+        comm.all_gather(x[:k], out=outs[2], codec="fp8")
+        comm.all_gather(x[:k], out=outs[3])
+        comm.all_to_all(x, out=outs[4], codec="int6h")
+
+    wrong = harness.replay_checked(body, [x], outs, bank, int(os.environ.get("QR_COLLECTIVE_REPLAYS", "1000")))
+    comm.check()
+    res["graph replays correct"] = None if wrong == 0 else f"{wrong} wrong elements"
+    comm.close()
+    slices.close()
+    return res
+
+
 def collective_bad_inputs(rank, world_size):
     """Bad arguments raise clear Python exceptions before anything is launched."""
     res = {}
@@ -329,6 +393,7 @@ def collective_mismatch(rank, world_size):
         "collective": lambda c, x: c.all_gather(x) if odd else c.reduce_scatter(x),
         "size": lambda c, x: c.all_gather(x[:512] if odd else x[:256]),
         "codec": lambda c, x: c.reduce_scatter(x, codec="int4" if odd else "fp8"),
+        "coded vs exact": lambda c, x: c.reduce_scatter(x, codec="int4" if odd else "bf16"),
         "dtype": lambda c, x: c.all_gather(x.float() if odd else x),
         "splits": lambda c, x: c.all_to_all(x, input_split_sizes=[256 * W] + [0] * (W - 1),
                                             output_split_sizes=[256 * W if rank == 0 else 0] + [0] * (W - 1))

@@ -48,25 +48,36 @@ QR_HD uint64_t dynamic_info(uint32_t capacity_rows, bool bad) { return uint64_t(
 QR_HD uint32_t info_capacity(uint64_t info) { return uint32_t(info); }
 QR_HD bool info_bad(uint64_t info) { return (info >> 32) != 0; }
 
-// rows[s * stride + d]: rows rank s announced for rank d (zeros from a bad rank); capacity[d]: rows
-// rank d's output holds. moved[s * stride + d]: the rows that move (rank d keeps its sources in rank
-// order up to its capacity). Returns, for rank `me`, the first source cut short (W when none) and
+// Rank d's column of the plan: rows[s * stride + d] (rows rank s announced for d; zeros from a bad
+// rank) cut to d's capacity, its sources kept in rank order, into moved[s * stride + d]. Returns the
+// first source cut short (W when none) and writes the rows announced to d in total. Columns are
+// independent: the kernel computes one a thread.
+QR_HD int fit_column(const uint32_t* rows, uint32_t capacity, int W, int stride, int d, uint32_t* moved,
+                     uint64_t* announced) {
+  int cut = W;
+  uint64_t used = 0, total = 0;
+  for (int s = 0; s < W; ++s) {
+    const uint32_t want = rows[s * stride + d];
+    const uint64_t room = capacity - used;  // used <= capacity
+    const uint32_t take = want <= room ? want : uint32_t(room);
+    if (take < want && cut == W) cut = s;
+    moved[s * stride + d] = take;
+    used += take;
+    total += want;
+  }
+  *announced = total;
+  return cut;
+}
+
+// The whole plan (capacity[d]: rows rank d's output holds): every column; returns rank `me`'s cut and
 // writes the rows announced to it in total.
 QR_HD int fit_to_capacity(const uint32_t* rows, const uint32_t* capacity, int W, int stride, int me,
                           uint32_t* moved, uint64_t* announced_to_me) {
   int cut = W;
   for (int d = 0; d < W; ++d) {
-    uint64_t used = 0, total = 0;
-    for (int s = 0; s < W; ++s) {
-      const uint32_t want = rows[s * stride + d];
-      const uint64_t room = capacity[d] - used;  // used <= capacity[d]
-      const uint32_t take = want <= room ? want : uint32_t(room);
-      if (d == me && take < want && cut == W) cut = s;
-      moved[s * stride + d] = take;
-      used += take;
-      total += want;
-    }
-    if (d == me) *announced_to_me = total;
+    uint64_t announced = 0;
+    const int c = fit_column(rows, capacity[d], W, stride, d, moved, &announced);
+    if (d == me) cut = c, *announced_to_me = announced;
   }
   return cut;
 }

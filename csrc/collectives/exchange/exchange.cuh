@@ -37,57 +37,6 @@
 
 namespace qr {
 
-// A lane of 8 values of a tensor of dtype T starting at element `at` (valid: how many lie inside
-// the segment), as fp32; `vec`: the lane is 16-byte aligned, so a full lane loads as vectors.
-template <DType T>
-__device__ __forceinline__ void load_values(const void* base, size_t at, ptrdiff_t valid, bool vec,
-                                            float v[kLaneValues]) {
-  if constexpr (T == DType::kFloat32) {
-    const float* p = static_cast<const float*>(base) + at;
-    if (vec && valid >= kLaneValues) {
-      const float4 lo = reinterpret_cast<const float4*>(p)[0], hi = reinterpret_cast<const float4*>(p)[1];
-      v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
-    } else {
-#pragma unroll
-      for (int i = 0; i < kLaneValues; ++i) v[i] = i < valid ? p[i] : 0.0f;
-    }
-  } else {
-    const uint16_t* p = static_cast<const uint16_t*>(base) + at;
-    if (vec) {
-      load_lane<T>(p, valid, v);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kLaneValues; ++i) v[i] = i < valid ? to_float<T>(p[i]) : 0.0f;
-    }
-  }
-}
-
-// Stores the lane's values that lie inside the segment, rounded to T (to_T; exact for fp32).
-template <DType T>
-__device__ __forceinline__ void store_values(void* base, size_t at, ptrdiff_t valid, bool vec,
-                                             const float v[kLaneValues]) {
-  if constexpr (T == DType::kFloat32) {
-    float* p = static_cast<float*>(base) + at;
-    if (vec && valid >= kLaneValues) {
-      reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-      reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kLaneValues; ++i)
-        if (i < valid) p[i] = v[i];
-    }
-  } else {
-    uint16_t* p = static_cast<uint16_t*>(base) + at;
-    if (vec) {
-      store_lane<T>(p, valid, v);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kLaneValues; ++i)
-        if (i < valid) p[i] = from_float<T>(v[i]);
-    }
-  }
-}
-
 // Stage slots of the widest slice this wire codec sends at 512 threads (fp32 passthrough: 16 KB,
 // two slots; every other codec fits four in 32 KB).
 template <class Wire>
@@ -221,13 +170,20 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   if (s_failed) return;
   timers.mark(ExchangeMark::kSizes);
 
-  // 2b. Dynamic: the plan every CTA of every rank computes alike (dynamic_plan.hpp), as values.
+  // 2b. Dynamic: the plan every CTA of every rank computes alike (dynamic_plan.hpp), as values: one
+  // thread a destination's column (on one thread the whole plan took ~2 us of the small call).
   if constexpr (kDynamic) {
+    __shared__ uint32_t s_moved[kMaxWorldSize][kMaxWorldSize];  // rows, [src][dst]
+    __shared__ int s_cut;
+    __shared__ uint64_t s_announced;
+    if (lane < W) {
+      uint64_t announced;
+      const int cut = fit_column(&s_count[0][0], info_capacity(s_info[lane]), W, kMaxWorldSize, lane, &s_moved[0][0],
+                                 &announced);
+      if (lane == me) s_cut = cut, s_announced = announced;
+    }
+    __syncthreads();
     if (lane == 0) {
-      uint32_t capacity[kMaxWorldSize], moved[kMaxWorldSize * kMaxWorldSize];
-      for (int d = 0; d < W; ++d) capacity[d] = info_capacity(s_info[d]);
-      uint64_t announced = 0;
-      const int cut = fit_to_capacity(&s_count[0][0], capacity, W, kMaxWorldSize, me, moved, &announced);
       size_t send_at = 0, recv_at = 0;
       for (int d = 0; d < W; ++d) {  // my input: the rows I announced, consecutive in rank order
         s_send_at[d] = send_at * a.row_values;
@@ -235,26 +191,26 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       }
       for (int s = 0; s < W; ++s) {  // my output: what each source moves, in rank order
         s_recv_at[s] = recv_at * a.row_values;
-        recv_at += moved[s * kMaxWorldSize + me];
+        recv_at += s_moved[s][me];
       }
       if (blockIdx.x == 0) {
         for (int s = 0; s < W; ++s) {
-          const uint32_t n = moved[s * kMaxWorldSize + me];
+          const uint32_t n = s_moved[s][me];
           if (a.dyn_count_bytes == 8)
             static_cast<int64_t*>(a.dyn_recv_counts)[s] = int64_t(n);
           else
             static_cast<int32_t*>(a.dyn_recv_counts)[s] = int32_t(n);
         }
-        if (cut < W) report_count_error(ctrl, a.record, me, cut, a.capacity_rows, int64_t(announced), kPhaseCountCapacity);
+        if (s_cut < W) report_count_error(ctrl, a.record, me, s_cut, a.capacity_rows, int64_t(s_announced), kPhaseCountCapacity);
         for (int s = 0; s < W; ++s)
           if (s != me && info_bad(s_info[s])) {
             report_count_error(ctrl, a.record, me, s, 0u, 0, kPhaseCountPeer);
             break;
           }
       }
-      for (int s = 0; s < W; ++s)
-        for (int d = 0; d < W; ++d) s_count[s][d] = moved[s * kMaxWorldSize + d] * a.row_values;
     }
+    __syncthreads();
+    for (int i = lane; i < W * W; i += blockDim.x) s_count[i / W][i % W] = s_moved[i / W][i % W] * a.row_values;
     __syncthreads();
   }
   // Where my segment for rank d starts in `in`, its values, and where source s's start in `out`.
@@ -269,9 +225,13 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   };
 
   // 3. The plan, the same on every rank: slices per segment, this CTA's range, slot offsets.
-  const size_t S = size_t(blockDim.x) * kLaneValues;
+  // S is a power of two (128-512 threads) and every count of slices fits 32 bits, so the plan takes
+  // shifts and 32-bit divisions: with 64-bit divisions (a software loop each, ~30 of them a thread)
+  // this step took ~7000 cycles of CTA 0 on 4x H100, as long as the small call's data movement.
+  const uint32_t S = blockDim.x * kLaneValues;
+  const int s_log = __ffs(int(S)) - 1;
   const auto sl = SliceLayout<Wire>::make(S);
-  auto slices = [&](int s, int d) { return (size_t(s_count[s][d]) + S - 1) / S; };
+  auto slices = [&](int s, int d) { return uint32_t((uint64_t(s_count[s][d]) + S - 1) >> s_log); };
   if (lane < W) {
     size_t out = 0, in = 0;
     for (int s = 0; s < me; ++s) out += slices(s, lane);
@@ -279,19 +239,19 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     s_base_out[lane] = out * sl.total;
     s_base_in[lane] = in * sl.total;
   }
-  size_t M = 0;
+  uint32_t M = 0;
   for (int s = 0; s < W; ++s)
     for (int d = 0; d < W; ++d) M = max(M, slices(s, d));
-  const size_t q = M / gridDim.x, r = M % gridDim.x;
-  const size_t my_slices = q + (blockIdx.x < r ? 1 : 0);
-  const size_t lo = blockIdx.x * q + min(size_t(blockIdx.x), r);
+  const uint32_t q = M / gridDim.x, r = M % gridDim.x;
+  const uint32_t my_slices = q + (blockIdx.x < r ? 1u : 0u);
+  const size_t lo = size_t(blockIdx.x) * q + min(blockIdx.x, r);
   // Groups counted by the bytes pushed to each peer, as the two-shot counts them: counted over all W - 1
   // peers, 4x H100 ran the exact bf16 reduce-scatter and all-gather 10-15% slower at 32-128 MB (too many
   // handshakes); W = 2 is the same either way.
-  const size_t push_bytes = my_slices * sl.total;
-  const size_t n_groups = two_shot_auto_groups(push_bytes, !Wire::kScaled);
-  const size_t per_group = my_slices ? (my_slices + n_groups - 1) / n_groups : 1;
-  const size_t groups = (my_slices + per_group - 1) / per_group;
+  const size_t push_bytes = size_t(my_slices) * sl.total;
+  const uint32_t n_groups = uint32_t(two_shot_auto_groups(push_bytes, !Wire::kScaled));
+  const uint32_t per_group = my_slices ? (my_slices + n_groups - 1) / n_groups : 1u;
+  const uint32_t groups = (my_slices + per_group - 1) / per_group;
   auto first_of = [&](size_t g) { return lo + g * per_group; };
   auto end_of = [&](size_t g) { return min(lo + my_slices, first_of(g) + per_group); };
   __syncthreads();

@@ -133,6 +133,68 @@ __device__ __forceinline__ uint4 packet_of(const float acc[8]) {
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// One packet channel of a CTA (xp_data, or the packet all-reduce's xq_data): this call's epoch, the
+// buffer its vectors land in on every rank, and the buffer of the CTA's previous call on the channel,
+// emptied during this call. Vector q of a channel belongs to CTA (q / kPacketThreads) % kPacketBlocks
+// in every call of every path (exact or coded), which is what keeps each CTA's buffers in step.
+struct PacketChannel {
+  uint8_t* const* workspaces;
+  size_t region, V;  // the channel's offset in every workspace; vectors per buffer and source
+  int me, W;
+  uint32_t epoch, prev_vectors;
+  size_t buffer, previous;  // vector offsets of this call's buffer and the previous call's
+
+  __device__ PacketChannel(const ExchangeArgs& a, size_t region_, uint32_t prev_epoch, uint32_t prev_vectors_)
+      : workspaces(a.workspaces), region(region_), V(a.layout.packet_vectors), me(a.rank), W(a.world_size),
+        epoch(prev_epoch >= kEpochPeriod ? 1u : prev_epoch + 1u), prev_vectors(prev_vectors_) {
+    buffer = size_t(epoch % kLamportBuffers) * W * V;
+    previous = size_t((epoch + kLamportBuffers - 1) % kLamportBuffers) * W * V;
+  }
+  __device__ void send(int d, size_t q, const uint4& v) const {
+    st_volatile_v4(reinterpret_cast<uint4*>(workspaces[d] + region) + buffer + size_t(me) * V + q, v);
+  }
+  // Waits for vector q from src until `arrived` holds; false on a timeout or an abort.
+  template <class Arrived>
+  __device__ bool arrive(const WaitContext& w, int src, size_t q, uint4& v, Arrived arrived) const {
+    const uint4* slot = reinterpret_cast<const uint4*>(workspaces[me] + region) + buffer + size_t(src) * V + q;
+    return spin_until(w, [&] { return ld_volatile_v4(slot); }, arrived, v, src, epoch, kPhaseExchangePackets);
+  }
+  // Empties this thread's vectors (first, first + stride, ...) of the previous call's buffer.
+  __device__ void empty_previous(size_t first, size_t stride) const {
+    auto* local = reinterpret_cast<uint4*>(workspaces[me] + region);
+    const uint4 empty = make_uint4(~0u, ~0u, ~0u, ~0u);
+    for (size_t q = first; q < prev_vectors; q += stride)
+      for (int src = 0; src < W; ++src)
+        if (src != me) local[previous + size_t(src) * V + q] = empty;
+  }
+};
+
+// The control warp's part of a packet call: {epoch, call signature} to the same CTA on every peer,
+// then the peers' checked while the data threads work (a mismatch aborts them within 64 polls; the
+// call's output is then unspecified and the error is reported).
+__device__ inline void send_packet_signature(const ExchangeArgs& a, uint32_t epoch) {
+  for (int j = 1; j < a.world_size; ++j) {
+    const int d = rank_after(a.rank, j, a.world_size);
+    auto* peer_ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[d] + a.layout.control);
+    st_volatile_u64(&peer_ctrl->packet_signature[blockIdx.x][epoch & 1u][a.rank], flag_word(epoch, a.signature));
+  }
+}
+__device__ inline void check_packet_signatures(const ExchangeArgs& a, ControlBlock* ctrl, uint32_t epoch,
+                                               const WaitContext& w) {
+  for (int src = 0; src < a.world_size; ++src) {
+    if (src == a.rank) continue;
+    uint64_t seen;
+    const uint64_t* slot = &ctrl->packet_signature[blockIdx.x][epoch & 1u][src];
+    if (!spin_until(w, [&] { return ld_volatile_u64(slot); }, [&](uint64_t f) { return uint32_t(f) == epoch; }, seen, src,
+                    epoch, kPhaseExchangePackets))
+      return;
+    if (uint32_t(seen >> 32) != a.signature) {
+      report_error(w, ErrorCode::kMismatch, src, a.signature, uint32_t(seen >> 32), kPhaseExchangePackets);
+      return;
+    }
+  }
+}
+
 template <DType T>
 __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchange_packets_kernel(ExchangeArgs a) {
   grid_dependency_wait();  // with PDL: the previous kernel's writes are visible from here on
@@ -144,94 +206,42 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
   const size_t vectors = (size_t(n) + E - 1) / E;
   const size_t stride = size_t(kPacketBlocks) * kPacketThreads;
   const size_t first = size_t(blockIdx.x) * kPacketThreads + threadIdx.x;
-  const bool control = threadIdx.x >= kPacketThreads;
   const bool aligned = a.aligned;
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[me] + a.layout.control);
-  const uint32_t prev = ctrl->packet_epoch[blockIdx.x];
-  const size_t prev_vectors = ctrl->packet_prev_vectors[blockIdx.x];
-  const uint32_t epoch = prev >= kEpochPeriod ? 1u : prev + 1u;
-  const size_t V = a.layout.packet_vectors;
-  const size_t buffer = size_t(epoch % kLamportBuffers) * W * V;
-  const size_t previous = size_t((epoch + kLamportBuffers - 1) % kLamportBuffers) * W * V;
-  auto* local = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.xp_data);
-  // The all-reduce's second channel (read only by kAllReduce calls).
+  const PacketChannel ch(a, a.layout.xp_data, ctrl->packet_epoch[blockIdx.x], ctrl->packet_prev_vectors[blockIdx.x]);
+  // The all-reduce's second channel (used only by kAllReduce calls).
   const bool all_reduce = kind == ExchangeKind::kAllReduce;
-  const uint32_t prev_ag = ctrl->packet_ag_epoch[blockIdx.x];
-  const size_t prev_ag_vectors = ctrl->packet_ag_prev_vectors[blockIdx.x];
-  const uint32_t epoch_ag = prev_ag >= kEpochPeriod ? 1u : prev_ag + 1u;
-  const size_t buffer_ag = size_t(epoch_ag % kLamportBuffers) * W * V;
-  const size_t previous_ag = size_t((epoch_ag + kLamportBuffers - 1) % kLamportBuffers) * W * V;
-  auto* local_ag = reinterpret_cast<uint4*>(a.workspaces[me] + a.layout.xq_data);
+  const PacketChannel ag(a, a.layout.xq_data, ctrl->packet_ag_epoch[blockIdx.x], ctrl->packet_ag_prev_vectors[blockIdx.x]);
   WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
+  const auto arrived = [](const uint4& x) { return packet_arrived<T>(x); };
 
-  if (threadIdx.x == kPacketThreads) {  // this call's signature to the same CTA on every peer
-    for (int j = 1; j < W; ++j) {
-      const int d = rank_after(me, j, W);
-      auto* peer_ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[d] + a.layout.control);
-      st_volatile_u64(&peer_ctrl->packet_signature[blockIdx.x][epoch & 1u][me], flag_word(epoch, a.signature));
-    }
-  }
-  auto send = [&](int d, size_t p, const uint4& v) {
-    auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.xp_data);
-    st_volatile_v4(dst + buffer + size_t(me) * V + p, v);
-  };
-  auto send_ag = [&](int d, size_t p, const uint4& v) {
-    auto* dst = reinterpret_cast<uint4*>(a.workspaces[d] + a.layout.xq_data);
-    st_volatile_v4(dst + buffer_ag + size_t(me) * V + p, v);
-  };
-  // Waits for vector p of src's segment; false on a timeout or an abort.
-  auto arrive_in = [&](const uint4* region, int src, size_t p, uint4& v, uint32_t e) {
-    const uint4* slot = region + size_t(src) * V + p;
-    return spin_until(w, [&] { return ld_volatile_v4(slot); }, [](const uint4& x) { return packet_arrived<T>(x); }, v,
-                      src, e, kPhaseExchangePackets);
-  };
-  auto arrive = [&](int src, size_t p, uint4& v) { return arrive_in(local + buffer, src, p, v, epoch); };
-
-  bool ok = true;
-  if (control) {
-    // Checks that every peer made the same call while the data threads work (a mismatch aborts
-    // them within 64 polls; this call's output is then unspecified and the error is reported).
-    for (int src = 0; threadIdx.x == kPacketThreads && src < W; ++src) {
-      if (src == me) continue;
-      uint64_t seen;
-      const uint64_t* slot = &ctrl->packet_signature[blockIdx.x][epoch & 1u][src];
-      if (!spin_until(w, [&] { return ld_volatile_u64(slot); }, [&](uint64_t f) { return uint32_t(f) == epoch; }, seen,
-                      src, epoch, kPhaseExchangePackets))
-        break;
-      if (uint32_t(seen >> 32) != a.signature) {
-        report_error(w, ErrorCode::kMismatch, src, a.signature, uint32_t(seen >> 32), kPhaseExchangePackets);
-        break;
-      }
-    }
-  } else {
+  if (threadIdx.x == kPacketThreads) {
+    send_packet_signature(a, ch.epoch);
+    check_packet_signatures(a, ctrl, ch.epoch, w);
+  } else if (threadIdx.x < kPacketThreads) {
     // Push: my segment for every peer (all-gather: the same one), and my own block in place.
     for (size_t p = first; p < vectors; p += stride) {
       if (kind == ExchangeKind::kAllGather) {
         const uint4 v = packet_without_sentinel<T>(load_packet<T>(a.in, 0, p, n, aligned));
-        for (int j = 1; j < W; ++j) send(rank_after(me, j, W), p, v);
+        for (int j = 1; j < W; ++j) ch.send(rank_after(me, j, W), p, v);
         store_packet<T>(a.out, a.recv_offset[me], p, n, aligned, v);
         continue;
       }
       for (int j = 1; j < W; ++j) {
         const int d = rank_after(me, j, W);
         const uint32_t len = all_reduce ? a.send_count[d] : n;  // all-reduce: zeros past the tensor's end
-        send(d, p, packet_without_sentinel<T>(load_packet<T>(a.in, a.send_offset[d], p, len, aligned)));
+        ch.send(d, p, packet_without_sentinel<T>(load_packet<T>(a.in, a.send_offset[d], p, len, aligned)));
       }
       if (kind == ExchangeKind::kAllToAll)
         store_packet<T>(a.out, a.recv_offset[me], p, n, aligned,
                         packet_without_sentinel<T>(load_packet<T>(a.in, a.send_offset[me], p, n, aligned)));
     }
-    // Empty the buffer of this CTA's previous call while the data flies (each channel's).
-    const uint4 empty = make_uint4(~0u, ~0u, ~0u, ~0u);
-    for (size_t p = first; p < prev_vectors; p += stride)
-      for (int src = 0; src < W; ++src)
-        if (src != me) local[previous + size_t(src) * V + p] = empty;
-    if (all_reduce)
-      for (size_t p = first; p < prev_ag_vectors; p += stride)
-        for (int src = 0; src < W; ++src)
-          if (src != me) local_ag[previous_ag + size_t(src) * V + p] = empty;
+    // Empty the buffers of this CTA's previous call while the data flies (each channel's).
+    ch.empty_previous(first, stride);
+    if (all_reduce) ag.empty_previous(first, stride);
     // Receive: the peers' segments into place, or (reduce-scatter) the sum in rank order, my own
     // values exact.
+    bool ok = true;
     for (size_t p = first; ok && p < vectors; p += stride) {
       if (kind == ExchangeKind::kReduceScatter || all_reduce) {
         // All-reduce: segment d is chunk d of the tensor, send_count[d] of its values inside it.
@@ -242,7 +252,7 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
           if (src == me) {
             v = load_packet<T>(a.in, a.send_offset[me], p, mine, aligned);
           } else {
-            ok = arrive(src, p, v);
+            ok = ch.arrive(w, src, p, v, arrived);
           }
           accumulate_packet<T>(acc, v, src == 0);
         }
@@ -253,14 +263,14 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
         }
         // The sum as the all-gather sends it (a sentinel-free NaN), stored here as every peer stores it.
         const uint4 sum = packet_without_sentinel<T>(packet_of<T>(acc));
-        for (int j = 1; j < W; ++j) send_ag(rank_after(me, j, W), p, sum);
+        for (int j = 1; j < W; ++j) ag.send(rank_after(me, j, W), p, sum);
         store_packet<T>(a.out, a.recv_offset[me], p, mine, aligned, sum);
         continue;
       }
       for (int j = 1; ok && j < W; ++j) {
         const int src = rank_after(me, j, W);
         uint4 v;
-        ok = arrive(src, p, v);
+        ok = ch.arrive(w, src, p, v, arrived);
         if (ok) store_packet<T>(a.out, a.recv_offset[src], p, n, aligned, v);
       }
     }
@@ -269,7 +279,7 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
       for (int j = 1; ok && j < W; ++j) {
         const int src = rank_after(me, j, W);
         uint4 v;
-        ok = arrive_in(local_ag + buffer_ag, src, p, v, epoch_ag);
+        ok = ag.arrive(w, src, p, v, arrived);
         if (ok) store_packet<T>(a.out, a.recv_offset[src], p, a.send_count[src], aligned, v);
       }
     }
@@ -277,10 +287,10 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
 
   __syncthreads();
   if (threadIdx.x == 0) {
-    ctrl->packet_epoch[blockIdx.x] = epoch;
+    ctrl->packet_epoch[blockIdx.x] = ch.epoch;
     ctrl->packet_prev_vectors[blockIdx.x] = uint32_t(vectors);
     if (all_reduce) {
-      ctrl->packet_ag_epoch[blockIdx.x] = epoch_ag;
+      ctrl->packet_ag_epoch[blockIdx.x] = ag.epoch;
       ctrl->packet_ag_prev_vectors[blockIdx.x] = uint32_t(vectors);
     }
   }
