@@ -67,10 +67,10 @@ constexpr int kPacketBlocks = 256;
 constexpr int kPacketThreads = 128;
 constexpr int kPacketControlThreads = 32;
 constexpr size_t kPacketMaxSegmentBytes = size_t(2) << 20;  // 4 vectors a thread at the most
-// The scaled codecs' small path (exchange/coded_packets.cuh) on the same channel: whole codec blocks
-// of a segment cross, one 16-byte vector a lane of 8 values (16-bit all-gather and all-to-all: the
-// round-tripped values in T) or two (fp32 values: every reduce-scatter, every fp32 tensor).
-QR_HD constexpr size_t coded_packet_lanes(size_t values) { return (values + 31) / 32 * 4; }
+// The scaled codecs' small path (exchange/coded_packets.cuh) on the same channel: a segment crosses
+// as lanes of 8 values, whole warps of 32 lanes, one 16-byte vector a lane (16-bit all-gather and
+// all-to-all: the round-tripped values in T) or two (fp32 values: every reduce-scatter, every fp32 tensor).
+QR_HD constexpr size_t coded_packet_lanes(size_t values) { return (values + 255) / 256 * 32; }
 QR_HD constexpr int coded_packet_vectors_per_lane(bool reduce_scatter, bool fp32) { return reduce_scatter || fp32 ? 2 : 1; }
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;

@@ -13,9 +13,9 @@
 // A value equal to the sentinel (a NaN with every bit set) is sent with its lowest bit cleared, as
 // the exact path does; only NaN payloads can differ from the slice path's.
 // Lanes: a thread takes whole lanes of 8 values, 4 consecutive threads a codec block of 32 (its scale
-// by warp shuffles, as the slice path); blocks start at each segment's start and a segment's tail
-// block is padded with zeros (whole blocks cross: a rotated block's padding takes part in its sum, as
-// in the twin). Wire vector q still belongs to CTA (q / kPacketThreads) % kPacketBlocks, as on the
+// by warp shuffles, as the slice path); blocks start at each segment's start and a segment crosses
+// as whole warps' worth of lanes, padded with zeros (a rotated tail block's padding takes part in its
+// sum, as in the twin's; the padding past the tail block is never stored). Wire vector q still belongs to CTA (q / kPacketThreads) % kPacketBlocks, as on the
 // exact path, so both paths share the channel's buffers and epochs: with two vectors a lane, a CTA's
 // 128 threads take two stretches of 64 lanes a round.
 #pragma once
@@ -62,16 +62,21 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
     check_packet_signatures(a, ctrl, ch.epoch, w);
   } else if (t < kPacketThreads) {
     // Round i's lane: stretch k = per_lane * i + t / span of this CTA's stretches (b, b + 256, ...),
-    // each `span` lanes wide. A warp's 32 lanes are consecutive, so every loop below runs warp-uniform
-    // (the codec's shuffles need the whole warp); lanes past the wire's end only keep the warp whole.
+    // each `span` lanes wide. A warp's 32 lanes are consecutive and lanes come in whole warps, so every
+    // loop below runs warp-uniform (the codec's shuffles need the whole warp).
     const int span = kPacketThreads / per_lane;
     auto lane_of = [&](size_t i) {
       return (blockIdx.x + size_t(kPacketBlocks) * (size_t(per_lane) * i + t / span)) * span + t % span;
     };
-    auto warp_has_lanes = [&](size_t L) { return L - size_t(t % 32) < lanes; };
-    // A lane of segment d as the codec delivers it (rotated domain kept for the reduce-scatter's sum).
-    auto round_trip = [&](size_t at, size_t L, float v[kLaneValues]) {
+    // Wire vector k of lane L: a warp's 32 lanes send vector k as 32 consecutive vectors, so each
+    // store instruction writes whole 32-byte sectors (lane-interleaved, every store half-filled the
+    // sectors it wrote across NVLink).
+    auto wire_at = [&](size_t L, int k) { return (L / 32) * 32 * per_lane + size_t(k) * 32 + L % 32; };
+    auto load_lane = [&](size_t at, size_t L, float v[kLaneValues]) {
       load_values<T>(a.in, at + L * kLaneValues, ptrdiff_t(n) - ptrdiff_t(L * kLaneValues), aligned, v);
+    };
+    // v as the codec delivers it (the rotated domain kept for the reduce-scatter's sum).
+    auto round_trip = [&](float v[kLaneValues]) {
       if constexpr (kRotated) rotate_lane(v);
       typename Wire::Packed p;
       IO::encode_keep(v, p);
@@ -86,32 +91,40 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
     // Push: my lane of every peer's segment (all-gather: the same one), and my own block in place.
     for (size_t i = 0;; ++i) {
       const size_t L = lane_of(i);
-      if (!warp_has_lanes(L)) break;
-      const bool live = L < lanes;
-      float v[kLaneValues];
+      if (L >= lanes) break;
       uint4 q[2];
       if (kind == ExchangeKind::kAllGather) {
-        round_trip(0, L, v);
+        float v[kLaneValues];
+        load_lane(0, L, v);
+        round_trip(v);
         coded_wire_of<T>(v, per_lane, q);
-        for (int j = 1; live && j < W; ++j)
+        for (int j = 1; j < W; ++j)
 #pragma unroll
           for (int k = 0; k < 2; ++k)
-            if (k < per_lane) ch.send(rank_after(me, j, W), L * per_lane + k, q[k]);
-        if (live) store_wire(a.recv_offset[me], L, q);
+            if (k < per_lane) ch.send(rank_after(me, j, W), wire_at(L, k), q[k]);
+        store_wire(a.recv_offset[me], L, q);
         continue;
       }
-      for (int j = 1; j < W; ++j) {
+      // Every segment's lane loaded before any is encoded: behind an encode's shuffles, each next
+      // load waited an HBM latency of its own. (Loops over constants: the array stays in registers.)
+      float seg[kMaxWorldSize][kLaneValues];
+#pragma unroll
+      for (int j = 0; j < kMaxWorldSize; ++j)
+        if (j < W && (j > 0 || kind == ExchangeKind::kAllToAll)) load_lane(a.send_offset[rank_after(me, j, W)], L, seg[j]);
+#pragma unroll
+      for (int j = 1; j < kMaxWorldSize; ++j) {
+        if (j >= W) break;
         const int d = rank_after(me, j, W);
-        round_trip(a.send_offset[d], L, v);
-        coded_wire_of<T>(v, per_lane, q);
+        round_trip(seg[j]);
+        coded_wire_of<T>(seg[j], per_lane, q);
 #pragma unroll
         for (int k = 0; k < 2; ++k)
-          if (live && k < per_lane) ch.send(d, L * per_lane + k, q[k]);
+          if (k < per_lane) ch.send(d, wire_at(L, k), q[k]);
       }
       if (kind == ExchangeKind::kAllToAll) {
-        round_trip(a.send_offset[me], L, v);
-        coded_wire_of<T>(v, per_lane, q);
-        if (live) store_wire(a.recv_offset[me], L, q);
+        round_trip(seg[0]);
+        coded_wire_of<T>(seg[0], per_lane, q);
+        store_wire(a.recv_offset[me], L, q);
       }
     }
     // Empty the buffer of this CTA's previous call while the data flies.
@@ -127,17 +140,16 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
           q[k] = make_uint4(0u, 0u, 0u, 0u);
           continue;
         }
-        ok = per_lane == 1 ? ch.arrive(w, src, L * per_lane + k, q[k], [](const uint4& x) { return packet_arrived<T>(x); })
-                           : ch.arrive(w, src, L * per_lane + k, q[k],
+        ok = per_lane == 1 ? ch.arrive(w, src, wire_at(L, k), q[k], [](const uint4& x) { return packet_arrived<T>(x); })
+                           : ch.arrive(w, src, wire_at(L, k), q[k],
                                        [](const uint4& x) { return packet_arrived<DType::kFloat32>(x); });
       }
     };
     for (size_t i = 0;; ++i) {
       const size_t L = lane_of(i);
-      if (!warp_has_lanes(L)) break;
-      const bool live = L < lanes;
+      if (L >= lanes) break;
       if (!reduce) {
-        for (int j = 1; live && j < W; ++j) {
+        for (int j = 1; j < W; ++j) {
           const int src = rank_after(me, j, W);
           uint4 q[2];
           arrive(src, L, q);
@@ -145,16 +157,19 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
         }
         continue;
       }
-      // The sum in rank order in fp32, my own values exact (rotated for the rotated codecs).
-      float acc[kLaneValues];
+      // The sum in rank order in fp32, my own values exact (rotated for the rotated codecs), loaded
+      // before the first wait.
+      float own[kLaneValues], acc[kLaneValues];
+      load_lane(a.send_offset[me], L, own);
+      if constexpr (kRotated) rotate_lane(own);
       for (int src = 0; src < W; ++src) {
         float v[kLaneValues];
         if (src == me) {
-          load_values<T>(a.in, a.send_offset[me] + L * kLaneValues, ptrdiff_t(n) - ptrdiff_t(L * kLaneValues), aligned, v);
-          if constexpr (kRotated) rotate_lane(v);
+#pragma unroll
+          for (int k = 0; k < kLaneValues; ++k) v[k] = own[k];
         } else {
           uint4 q[2] = {make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u)};
-          if (live) arrive(src, L, q);
+          arrive(src, L, q);
           const uint32_t u[8] = {q[0].x, q[0].y, q[0].z, q[0].w, q[1].x, q[1].y, q[1].z, q[1].w};
 #pragma unroll
           for (int k = 0; k < kLaneValues; ++k) v[k] = __uint_as_float(u[k]);
@@ -163,7 +178,7 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
         for (int k = 0; k < kLaneValues; ++k) acc[k] = src == 0 ? v[k] : acc[k] + v[k];
       }
       if constexpr (kRotated) unrotate_lane(acc);
-      if (live && ok)
+      if (ok)
         store_values<T>(a.out, L * kLaneValues, ptrdiff_t(n) - ptrdiff_t(L * kLaneValues), aligned, acc);
     }
   }
