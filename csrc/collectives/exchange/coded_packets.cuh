@@ -15,9 +15,10 @@
 // Lanes: a thread takes whole lanes of 8 values, 4 consecutive threads a codec block of 32 (its scale
 // by warp shuffles, as the slice path); blocks start at each segment's start and a segment crosses
 // as whole warps' worth of lanes, padded with zeros (a rotated tail block's padding takes part in its
-// sum, as in the twin's; the padding past the tail block is never stored). Wire vector q still belongs to CTA (q / kPacketThreads) % kPacketBlocks, as on the
-// exact path, so both paths share the channel's buffers and epochs: with two vectors a lane, a CTA's
-// 128 threads take two stretches of 64 lanes a round.
+// sum, as in the twin's; the padding past the tail block is never stored). Wire vector q still
+// belongs to CTA (q / kPacketThreads) % kPacketBlocks, as on the exact path, so both paths share the
+// channel's buffers and epochs: with two vectors a lane, a CTA's 128 threads take two stretches of
+// 64 lanes a round.
 #pragma once
 #include "codecs/codec_list.hpp"
 #include "collectives/exchange/packets.cuh"
@@ -72,11 +73,9 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
     // store instruction writes whole 32-byte sectors (lane-interleaved, every store half-filled the
     // sectors it wrote across NVLink).
     auto wire_at = [&](size_t L, int k) { return (L / 32) * 32 * per_lane + size_t(k) * 32 + L % 32; };
-    auto load_lane = [&](size_t at, size_t L, float v[kLaneValues]) {
+    // A lane of segment d as the codec delivers it (rotated domain kept for the reduce-scatter's sum).
+    auto round_trip = [&](size_t at, size_t L, float v[kLaneValues]) {
       load_values<T>(a.in, at + L * kLaneValues, ptrdiff_t(n) - ptrdiff_t(L * kLaneValues), aligned, v);
-    };
-    // v as the codec delivers it (the rotated domain kept for the reduce-scatter's sum).
-    auto round_trip = [&](float v[kLaneValues]) {
       if constexpr (kRotated) rotate_lane(v);
       typename Wire::Packed p;
       IO::encode_keep(v, p);
@@ -92,11 +91,10 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
     for (size_t i = 0;; ++i) {
       const size_t L = lane_of(i);
       if (L >= lanes) break;
+      float v[kLaneValues];
       uint4 q[2];
       if (kind == ExchangeKind::kAllGather) {
-        float v[kLaneValues];
-        load_lane(0, L, v);
-        round_trip(v);
+        round_trip(0, L, v);
         coded_wire_of<T>(v, per_lane, q);
         for (int j = 1; j < W; ++j)
 #pragma unroll
@@ -105,25 +103,17 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
         store_wire(a.recv_offset[me], L, q);
         continue;
       }
-      // Every segment's lane loaded before any is encoded: behind an encode's shuffles, each next
-      // load waited an HBM latency of its own. (Loops over constants: the array stays in registers.)
-      float seg[kMaxWorldSize][kLaneValues];
-#pragma unroll
-      for (int j = 0; j < kMaxWorldSize; ++j)
-        if (j < W && (j > 0 || kind == ExchangeKind::kAllToAll)) load_lane(a.send_offset[rank_after(me, j, W)], L, seg[j]);
-#pragma unroll
-      for (int j = 1; j < kMaxWorldSize; ++j) {
-        if (j >= W) break;
+      for (int j = 1; j < W; ++j) {
         const int d = rank_after(me, j, W);
-        round_trip(seg[j]);
-        coded_wire_of<T>(seg[j], per_lane, q);
+        round_trip(a.send_offset[d], L, v);
+        coded_wire_of<T>(v, per_lane, q);
 #pragma unroll
         for (int k = 0; k < 2; ++k)
           if (k < per_lane) ch.send(d, wire_at(L, k), q[k]);
       }
       if (kind == ExchangeKind::kAllToAll) {
-        round_trip(seg[0]);
-        coded_wire_of<T>(seg[0], per_lane, q);
+        round_trip(a.send_offset[me], L, v);
+        coded_wire_of<T>(v, per_lane, q);
         store_wire(a.recv_offset[me], L, q);
       }
     }
@@ -157,16 +147,13 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
         }
         continue;
       }
-      // The sum in rank order in fp32, my own values exact (rotated for the rotated codecs), loaded
-      // before the first wait.
-      float own[kLaneValues], acc[kLaneValues];
-      load_lane(a.send_offset[me], L, own);
-      if constexpr (kRotated) rotate_lane(own);
+      // The sum in rank order in fp32, my own values exact (rotated for the rotated codecs).
+      float acc[kLaneValues];
       for (int src = 0; src < W; ++src) {
         float v[kLaneValues];
         if (src == me) {
-#pragma unroll
-          for (int k = 0; k < kLaneValues; ++k) v[k] = own[k];
+          load_values<T>(a.in, a.send_offset[me] + L * kLaneValues, ptrdiff_t(n) - ptrdiff_t(L * kLaneValues), aligned, v);
+          if constexpr (kRotated) rotate_lane(v);
         } else {
           uint4 q[2] = {make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u)};
           arrive(src, L, q);
