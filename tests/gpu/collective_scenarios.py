@@ -54,6 +54,15 @@ def same_values(got: torch.Tensor, want: torch.Tensor) -> str | None:
     return f"{int(bad.sum())} of {got.numel()} differ, first at {i}: got {g[i].item()!r} want {w[i].item()!r}"
 
 
+def rank_order_sum(xs, lo: int, hi: int) -> torch.Tensor:
+    """The fp32 sum of values [lo, hi) of every rank's input in rank order, as the kernels add: rank 0's
+    values first (so -0.0 + -0.0 stays -0.0), each later rank's added once."""
+    acc = xs[0][lo:hi].float().clone()  # (clone: .float() of an fp32 tensor is that tensor)
+    for y in xs[1:]:
+        acc += y[lo:hi].float()
+    return acc
+
+
 def twin_reduce_scatter(xs, dname, codec, rank):
     return from_raw(_C.twin_reduce_scatter([raw(x) for x in xs], dname, codec)[rank], xs[0].dtype)
 
@@ -89,9 +98,7 @@ def collectives_vs_twin(rank, world_size):
                 res[f"all_to_all {tag}"] = same_values(a2a, twin_all_to_all(xs, dname, codec, splits, rank))
                 res[f"all_gather identical {tag}"] = None if same_on_all_ranks(ag) else "ranks differ"
                 if codec in ("fp16", "lossless"):
-                    acc = torch.zeros(k, dtype=torch.float32, device="cuda")
-                    for y in xs:  # rank order, as the kernels sum
-                        acc += y[rank * k:(rank + 1) * k].float()
+                    acc = rank_order_sum(xs, rank * k, (rank + 1) * k)
                     res[f"reduce_scatter exact {tag}"] = same_values(rs, acc.to(dtype))
                     res[f"all_gather exact {tag}"] = same_values(ag, torch.cat([y[:k] for y in xs]))
                     res[f"all_to_all exact {tag}"] = same_values(a2a, torch.cat([y[rank * k:(rank + 1) * k] for y in xs]))
@@ -203,10 +210,7 @@ def small_segments(rank, world_size):
             torch.cuda.synchronize()
             comm.check()
             slices.check()
-            acc = xs[0][rank * k:(rank + 1) * k].float().clone()  # rank 0's values first: -0.0 + -0.0 stays -0.0
-            # (clone: .float() of an fp32 tensor is that tensor, and the adds would change the inputs)
-            for y in xs[1:]:
-                acc += y[rank * k:(rank + 1) * k].float()
+            acc = rank_order_sum(xs, rank * k, (rank + 1) * k)
             want = (acc.to(dtype), torch.cat([y[:k] for y in xs]), torch.cat([y[rank * k:(rank + 1) * k] for y in xs]))
             for name, g, r, w_ in zip(("reduce_scatter", "all_gather", "all_to_all"), got, ref, want):
                 bits = BITS[dtype][0]
@@ -229,12 +233,8 @@ def small_segments(rank, world_size):
     bank = []
     for b in range(4):
         xs = rank_inputs(80_000 + b, W * k, torch.bfloat16, W)
-        acc = torch.zeros(k, dtype=torch.float32, device="cuda")
-        for y in xs:
-            acc += y[rank * k:(rank + 1) * k].float()
-        full = torch.zeros(W * k, dtype=torch.float32, device="cuda")
-        for y in xs:
-            full += y.float()
+        acc = rank_order_sum(xs, rank * k, (rank + 1) * k)
+        full = rank_order_sum(xs, 0, W * k)
         bank.append((xs[rank], acc.bfloat16(), torch.cat([y[:k] for y in xs]),
                      torch.cat([y[rank * k:(rank + 1) * k] for y in xs]), full.bfloat16()))
     x = torch.empty(W * k, dtype=torch.bfloat16, device="cuda")
@@ -300,9 +300,7 @@ def coded_small_segments(rank, world_size):
     bank = []
     for b in range(4):
         xs = rank_inputs(95_000 + b, W * k, torch.bfloat16, W)
-        acc = torch.zeros(k, dtype=torch.float32, device="cuda")
-        for y in xs:
-            acc += y[rank * k:(rank + 1) * k].float()
+        acc = rank_order_sum(xs, rank * k, (rank + 1) * k)
         splits = [[k] * W for _ in range(W)]
         bank.append((xs[rank], twin_reduce_scatter(xs, "bf16", "int4", rank), acc.bfloat16(),
                      twin_all_gather([y[:k] for y in xs], "bf16", "fp8"), torch.cat([y[:k] for y in xs]),
