@@ -44,7 +44,7 @@ def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor, 
 def takes_packets(comm, collective: str, x: torch.Tensor) -> bool:
     """Whether the exact passthrough of an even collective of input `x` sends its segments on the
     flag-in-data path (the C++ Communicator's own rule: the packet limit, max_size, the kernel's 2 MiB). There
-    the codecs take the same path carrying the values they decode to, at 1.2-1.8x the exact call's time
+    the codecs take the same path carrying the values they decode to, at 1.2-1.9x the exact call's time
     (2x and 4x H100, bf16, 2026-11-27), so an ``auto:<codec>`` bound never trades exactness for speed
     there."""
     values = x.numel() if collective == "all_gather" else x.numel() // comm.world_size
