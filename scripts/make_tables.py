@@ -21,6 +21,9 @@ repository root). Kinds:
     fidelity  `quickreduce e2e --fidelity --csv`: perplexity and agreement per W and reduction
     engines   tests/gpu/test_engines_gpu.py's timings (QR_ENGINE_TIMES): us per all-reduce through each
               engine's group, its own path and with the plugin per codec start
+    bounds    a family CSV's exact and codec calls from min_size against what their bytes allow: the
+              larger of the link time (bytes each GPU sends at link_gbs) and the HBM time (bytes each
+              GPU reads and writes at hbm_gbs), per collective, codec and size
 
     python3 scripts/make_tables.py           # rewrite the tables in place
     python3 scripts/make_tables.py --check   # exit 1 and name each table that differs from its CSV
@@ -302,9 +305,46 @@ def engines_table(rows, dtype: str = "bf16") -> list[str]:
     return markdown(["size"] + [name for name, _ in columns], body)
 
 
+def codec_bits(root: Path = ROOT) -> dict[str, float]:
+    """Bits a value on the wire per codec name, from the codec registry (csrc/codecs/codec_list.hpp:
+    bits_per_value_x4, the 16-bit scale per 32 values included)."""
+    text = (root / "csrc" / "codecs" / "codec_list.hpp").read_text()
+    return {name: int(bits4) / 4 for name, bits4 in re.findall(r'QR_CODEC\(\w+, "(\w+)", \d+, \w+, (\d+),', text)}
+
+
+def bounds_table(rows, min_size: str = "64M", link_gbs: str = "370", hbm_gbs: str = "4000") -> list[str]:
+    """Per collective and codec (the exact call first), at each size from min_size: "us / bound us (its
+    share)". A GPU sends (W-1)/W of the message, each value in the codec's bits (exact: the dtype's;
+    the family sends lossless as the passthrough); it reads its input and the payload that lands in
+    its memory and writes that payload and its output (reduce-scatter: S + 2E + S/W, all-gather:
+    S/W + 2E + S, all-to-all: 2S + 2E, for a message of S bytes and E bytes sent)."""
+    bits = codec_bits()
+    W = int(rows[0]["world_size"])
+    value_bits = {"bf16": 16, "fp16": 16, "fp32": 32}[rows[0]["dtype"]]
+    link, hbm = float(link_gbs) * 1e3, float(hbm_gbs) * 1e3  # bytes per us
+    sizes = sorted({int(r["size_bytes"]) for r in rows if int(r["size_bytes"]) >= parse_size(min_size)})
+    body = []
+    for collective in ("reduce_scatter", "all_gather", "all_to_all"):
+        t = times(rows, collective)
+        if not t:
+            continue
+        for method in ["qr_passthrough"] + [c for c in CODECS if any(m == c for _, m in t)]:
+            wire_bits = value_bits if method == "qr_passthrough" else bits[method[3:]]
+            cells = []
+            for S in sizes:
+                sent = (W - 1) / W * S * wire_bits / value_bits
+                moved = {"reduce_scatter": S + 2 * sent + S / W, "all_gather": S / W + 2 * sent + S,
+                         "all_to_all": 2 * S + 2 * sent}[collective]
+                bound = max(sent / link, moved / hbm)
+                us = t.get((S, method))
+                cells.append(f"{cell(us)} / {cell(bound)} ({100 * bound / us:.0f}%)" if us else "-")
+            body.append([collective.replace("_", "-"), method[3:]] + cells)
+    return markdown(["collective", "codec"] + [human_size(s) for s in sizes], body)
+
+
 KINDS = {"summary": summary_table, "all-reduce": all_reduce_table, "family": family_table,
          "epilogue": epilogue_table, "e2e": e2e_table, "moe": moe_table, "accuracy": accuracy_table,
-         "fidelity": fidelity_table, "engines": engines_table}
+         "fidelity": fidelity_table, "engines": engines_table, "bounds": bounds_table}
 
 
 # --------------------------------------------------------------------------- markdown files

@@ -131,3 +131,14 @@ def test_doc_links_stay_in_the_repo_and_resolve():
         assert "http://" not in text and "https://" not in text, f"{path.name} links outside the repo"
         for target, _ in LINK.findall(text):
             assert (path.parent / target).exists(), f"{path.relative_to(ROOT)} links to missing {target}"
+
+
+def test_bounds_table_states_each_call_against_its_bytes():
+    # W = 2, 64 MiB all-gather: each GPU sends half the message, 32 MiB exact or 9 MiB in int4 (4.5 bits
+    # a value); at 100 GB/s that is 335.5 and 94.4 us (HBM made free here), half of the times given.
+    common = {"size_bytes": str(64 << 20), "collective": "all_gather", "world_size": "2", "dtype": "bf16"}
+    rows = [dict(common, method="qr_passthrough", time_us="671.08864"), dict(common, method="qr_int4", time_us="188.74368")]
+    table = make_tables.bounds_table(rows, link_gbs="100", hbm_gbs="1e9")
+    assert table[0] == "| collective | codec | 64M |"
+    assert table[2:] == ["| all-gather | passthrough | 671.1 / 335.5 (50%) |", "| all-gather | int4 | 188.7 / 94.4 (50%) |"]
+    assert make_tables.codec_bits()["int4"] == 4.5 and make_tables.codec_bits()["fp8"] == 8.5
