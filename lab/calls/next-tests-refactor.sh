@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# 2 GPUs, s23d: tests/gpu/test_collectives.py after its exact references became one rank_order_sum().
-# Carry .wheels/s23d-ext.
+# Ready for the next session (never run: no device time left), 2 GPUs: tests/gpu/test_collectives.py after its exact references became one rank_order_sum().
+# Build and pack a wheel of main as s23d (lab/scripts/build_variant.sh, engine_gpu_check.sh pack); carry .wheels/s23d-ext.
 set -uo pipefail
 DEVICE_LOG=call.log source lab/scripts/device_lib.sh
 use s23d-ext > /dev/null
