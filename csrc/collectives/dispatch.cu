@@ -139,13 +139,18 @@ cudaError_t launch_exchange(const ExchangeArgs& args, DType dtype, CodecId codec
   });
 }
 
+// A packet call's grid: the CTAs that own its wire vectors (vector q belongs to CTA (q / kPacketThreads) %
+// kPacketBlocks on either packet path).
+static int packet_blocks(size_t vectors) {
+  const size_t owners = (vectors + kPacketThreads - 1) / kPacketThreads;
+  return int(std::clamp(owners, size_t(1), size_t(kPacketBlocks)));
+}
+
 cudaError_t launch_exchange_packets(const ExchangeArgs& args, DType dtype, cudaStream_t stream) {
   return dispatch_codec_any_dtype(CodecId::kPassthrough, dtype, [&](auto, auto d) {
     constexpr DType T = decltype(d)::value;
     const size_t vectors = (size_t(args.even_count) + kPacketValues<T> - 1) / kPacketValues<T>;
-    const size_t owners = (vectors + kPacketThreads - 1) / kPacketThreads;  // CTAs that own vectors
-    const int blocks = int(std::clamp(owners, size_t(1), size_t(kPacketBlocks)));
-    return launch(exchange_packets_kernel<T>, blocks, kPacketThreads + kPacketControlThreads, args, stream);
+    return launch(exchange_packets_kernel<T>, packet_blocks(vectors), kPacketThreads + kPacketControlThreads, args, stream);
   });
 }
 
@@ -158,9 +163,8 @@ cudaError_t launch_exchange_coded_packets(const ExchangeArgs& args, DType dtype,
     } else {
       const bool reduce = ExchangeKind(args.kind) == ExchangeKind::kReduceScatter;
       const size_t vectors = coded_packet_lanes(args.even_count) * coded_packet_vectors_per_lane(reduce, T == DType::kFloat32);
-      const size_t owners = (vectors + kPacketThreads - 1) / kPacketThreads;  // CTAs that own vectors
-      const int blocks = int(std::clamp(owners, size_t(1), size_t(kPacketBlocks)));
-      return launch(exchange_coded_packets_kernel<Codec, T>, blocks, kPacketThreads + kPacketControlThreads, args, stream);
+      return launch(exchange_coded_packets_kernel<Codec, T>, packet_blocks(vectors), kPacketThreads + kPacketControlThreads,
+                    args, stream);
     }
   });
 }

@@ -308,9 +308,16 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
   QR_CUDA_CHECK(launch_exchange(args, dtype, codec, threads, reinterpret_cast<cudaStream_t>(stream)));
 }
 
+// The packet all-reduce's W chunks of K values, K a whole number of 16-byte vectors, so every chunk
+// starts aligned; the sum is elementwise, so the chunking changes no bit.
+static size_t packet_all_reduce_chunk(size_t numel, int world_size, size_t elem) {
+  const size_t per_vector = 16 / elem;
+  return ((numel + world_size - 1) / world_size + per_vector - 1) / per_vector * per_vector;
+}
+
 bool Communicator::all_reduce_packets_fit(size_t numel, DType dtype, size_t packet_max_bytes) const {
-  const size_t elem = size_t(dtype_bytes(dtype)), per_vector = 16 / elem;
-  const size_t chunk = ((numel + world_size_ - 1) / world_size_ + per_vector - 1) / per_vector * per_vector;
+  const size_t elem = size_t(dtype_bytes(dtype));
+  const size_t chunk = packet_all_reduce_chunk(numel, world_size_, elem);
   return numel > 0 && numel * elem <= max_bytes_ && layout_.packet_path_fits(chunk * elem, packet_max_bytes);
 }
 
@@ -322,10 +329,7 @@ void Communicator::all_reduce_packets(uintptr_t in, uintptr_t out, size_t numel,
     throw std::invalid_argument("all-reduce of " + std::to_string(numel) + " values does not fit the packet path");
   if (in % 16 || out % 16) throw std::invalid_argument("input and output must be 16-byte aligned");
   const int W = world_size_;
-  const size_t elem = size_t(dtype_bytes(dtype)), per_vector = 16 / elem;
-  // W chunks of K values, K a whole number of vectors, so every chunk starts 16-byte aligned; the
-  // sum is elementwise, so the chunking changes no bit.
-  const size_t chunk = ((numel + W - 1) / W + per_vector - 1) / per_vector * per_vector;
+  const size_t chunk = packet_all_reduce_chunk(numel, W, size_t(dtype_bytes(dtype)));
   ExchangeArgs args{};
   fill_common(args, in, out, pdl);
   args.kind = int(ExchangeKind::kAllReduce);
