@@ -11,9 +11,10 @@
 //   announce: a release store of {epoch, signature} into d's xc_flags[group's first slice][me].
 //   receive: wait for each source's flag (bounded), decode into the output (reduce-scatter: sum
 //            the sources in rank order in fp32, this rank's own values exact, round once).
-// Slices: CTA c handles the same slice range of every segment on every rank (contiguous ranges of
-// M = the most slices any segment has), cut into groups; step g pushes group g, receives g-1 and
-// then announces g, so one group's copies fly while the previous group is decoded.
+// Slices: CTA c handles the c-th of G near-equal contiguous ranges of every segment, on every rank
+// alike (sender and receiver of a segment compute the same range), each range cut into as many
+// groups; step g pushes group g, receives g-1 and then announces g, so one group's copies fly while
+// the previous group is decoded.
 // Buffers: xc_data is written by peers at [src][slice], lower sources first; a sender writes rank
 // d's regions only after d's exchange_done_by[sender] holds the previous exchange epoch, which d's
 // last CTA writes when it has read everything of that call (ControlBlock): single-buffered, safe.
@@ -224,7 +225,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     if constexpr (kDynamic) return s_recv_at[s]; else return a.recv_offset[s];
   };
 
-  // 3. The plan, the same on every rank: slices per segment, this CTA's range, slot offsets.
+  // 3. The plan, the same on every rank: slices per segment, this CTA's share of each, slot offsets.
   // S is a power of two (128-512 threads) and every count of slices fits 32 bits, so the plan takes
   // shifts and 32-bit divisions: with 64-bit divisions (a software loop each, ~30 of them a thread)
   // this step took ~7000 cycles of CTA 0 on 4x H100, as long as the small call's data movement.
@@ -232,28 +233,45 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   const int s_log = __ffs(int(S)) - 1;
   const auto sl = SliceLayout<Wire>::make(S);
   auto slices = [&](int s, int d) { return uint32_t((uint64_t(s_count[s][d]) + S - 1) >> s_log); };
+  // CTA c takes the c-th of G near-equal contiguous ranges of EVERY segment, so uneven segments
+  // load every CTA alike: with one range of the largest segment's slice indices for all of them, a
+  // router-skewed all-to-all (85/10/4/1% of each rank's rows to ranks 0-3) left the first CTAs
+  // with every small segment on top of their share of the large ones (4x H200: 994 us against
+  // NCCL's 802 at 117 MB a rank). Even segments get the ranges they always had.
+  // Groups: as many for every segment of this CTA, counted by the bytes its range of the largest
+  // segment pushes to a peer, as the two-shot counts them (counted over all W - 1 peers, 4x H100 ran
+  // the exact bf16 reduce-scatter and all-gather 10-15% slower at 32-128 MB: too many handshakes).
+  const uint32_t G = gridDim.x, c = blockIdx.x;
+  struct Share {  // this CTA's slices of one segment, cut in groups
+    uint32_t lo, count, per_group;
+  };
+  __shared__ Share s_out_share[kMaxWorldSize], s_in_share[kMaxWorldSize];  // segments (me, d), (s, me)
+  __shared__ uint32_t s_groups;
+  auto share_of = [&](uint32_t n, uint32_t groups) {
+    const uint32_t q = n / G, r = n % G, count = q + (c < r ? 1u : 0u);
+    return Share{c * q + min(c, r), count, count ? (count + groups - 1) / groups : 1u};
+  };
+  if (lane == 0) {
+    uint32_t M = 0;
+    for (int s = 0; s < W; ++s)
+      for (int d = 0; d < W; ++d) M = max(M, slices(s, d));
+    const uint32_t largest = M / G + (c < M % G ? 1u : 0u);
+    s_groups = uint32_t(two_shot_auto_groups(size_t(largest) * sl.total, !Wire::kScaled));
+  }
+  __syncthreads();
+  const uint32_t groups = s_groups;
   if (lane < W) {
     size_t out = 0, in = 0;
     for (int s = 0; s < me; ++s) out += slices(s, lane);
     for (int s = 0; s < lane; ++s) in += slices(s, me);
     s_base_out[lane] = out * sl.total;
     s_base_in[lane] = in * sl.total;
+    s_out_share[lane] = share_of(slices(me, lane), groups);
+    s_in_share[lane] = share_of(slices(lane, me), groups);
   }
-  uint32_t M = 0;
-  for (int s = 0; s < W; ++s)
-    for (int d = 0; d < W; ++d) M = max(M, slices(s, d));
-  const uint32_t q = M / gridDim.x, r = M % gridDim.x;
-  const uint32_t my_slices = q + (blockIdx.x < r ? 1u : 0u);
-  const size_t lo = size_t(blockIdx.x) * q + min(blockIdx.x, r);
-  // Groups counted by the bytes pushed to each peer, as the two-shot counts them: counted over all W - 1
-  // peers, 4x H100 ran the exact bf16 reduce-scatter and all-gather 10-15% slower at 32-128 MB (too many
-  // handshakes); W = 2 is the same either way.
-  const size_t push_bytes = size_t(my_slices) * sl.total;
-  const uint32_t n_groups = uint32_t(two_shot_auto_groups(push_bytes, !Wire::kScaled));
-  const uint32_t per_group = my_slices ? (my_slices + n_groups - 1) / n_groups : 1u;
-  const uint32_t groups = (my_slices + per_group - 1) / per_group;
-  auto first_of = [&](size_t g) { return lo + g * per_group; };
-  auto end_of = [&](size_t g) { return min(lo + my_slices, first_of(g) + per_group); };
+  // Group g of a share: slices [first, end); empty where the share has fewer than g + 1 groups.
+  auto first_of = [&](const Share& h, uint32_t g) { return h.lo + min(h.count, g * h.per_group); };
+  auto end_of = [&](const Share& h, uint32_t g) { return h.lo + min(h.count, (g + 1) * h.per_group); };
   __syncthreads();
 
   timers.mark(ExchangeMark::kPlan);
@@ -279,11 +297,17 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   };
   auto slot_at = [&](int d, size_t i) { return a.workspaces[d] + a.layout.xc_data + s_base_out[d] + i * sl.total; };
 
-  auto push = [&](size_t g) {
-    for (size_t i = first_of(g); i < end_of(g); ++i) {
-      if (kind == ExchangeKind::kAllGather) {
-        if (i >= slices(me, me)) continue;  // (uniform: every segment has the same size)
-        const uint32_t n = a.send_count[me];
+  // The most slices group g takes of any of the given shares.
+  auto span_of = [&](const Share* shares, uint32_t g) {
+    uint32_t span = 0;
+    for (int d = 0; d < W; ++d) span = max(span, end_of(shares[d], g) - first_of(shares[d], g));
+    return span;
+  };
+  auto push = [&](uint32_t g) {
+    if (kind == ExchangeKind::kAllGather) {  // one segment, encoded once, copied to every peer
+      const Share h = s_out_share[me];
+      const uint32_t n = a.send_count[me];
+      for (size_t i = first_of(h, g); i < end_of(h, g); ++i) {
         float v[kLaneValues];
         Packed p;
         load_values<T>(a.in, a.send_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
@@ -292,11 +316,17 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         if constexpr (kRotated) unrotate_lane(v);
         store_values<T>(a.out, a.recv_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
         send_slice(p, scale, W - 1, [&](int j) { return slot_at(rank_after(me, 1 + j, W), i); });
-        continue;
       }
+      return;
+    }
+    // The k-th slice of every destination's group in turn, so the copies in flight go to all peers.
+    const uint32_t span = span_of(s_out_share, g);
+    for (uint32_t k = 0; k < span; ++k) {
       for (int j = 1; j < W; ++j) {
         const int d = rank_after(me, j, W);
-        if (i >= slices(me, d)) continue;
+        const Share h = s_out_share[d];
+        const size_t i = first_of(h, g) + k;
+        if (i >= end_of(h, g)) continue;
         float v[kLaneValues];
         Packed p;
         load_values<T>(a.in, send_at(d) + i * S + lane_at, valid_in(i, send_n(d)), vec, v);
@@ -304,7 +334,9 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         const uint16_t scale = IO::encode(v, p);
         send_slice(p, scale, 1, [&](int) { return slot_at(d, i); });
       }
-      if (kind == ExchangeKind::kAllToAll && i < slices(me, me)) {  // my own segment: decoded payload
+      const Share h = s_out_share[me];
+      const size_t i = first_of(h, g) + k;
+      if (kind == ExchangeKind::kAllToAll && i < end_of(h, g)) {  // my own segment: decoded payload
         const uint32_t n = send_n(me);
         float v[kLaneValues];
         Packed p;
@@ -316,29 +348,34 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       }
     }
   };
-  auto announce = [&](size_t g) {
+  // A group's flag lives at the slot of its first slice (segments' ranges never overlap).
+  auto announce = [&](uint32_t g) {
     if (lane != 0) return;
     bulk_wait_all();
     fence_proxy_async_global();
-    const size_t first = first_of(g);
     for (int j = 1; j < W; ++j) {
       const int d = rank_after(me, j, W);
-      if (first < slices(me, d))
+      const Share h = s_out_share[d];
+      const size_t first = first_of(h, g);
+      if (first < end_of(h, g))
         st_release_sys(reinterpret_cast<uint64_t*>(a.workspaces[d] + a.layout.xc_flags) + first * W + me,
                        flag_word(epoch, a.signature));
     }
   };
-  auto receive = [&](size_t g) {
-    const size_t first = first_of(g);
-    if (lane < W - 1 && first < slices(peer, me)) {
-      const uint64_t* flag = reinterpret_cast<const uint64_t*>(local + a.layout.xc_flags) + first * W + peer;
-      uint64_t seen;
-      if (!spin_until(w, [&] { return ld_acquire_sys(flag); }, [&](uint64_t f) { return uint32_t(f) == epoch; }, seen,
-                      peer, epoch, kPhaseExchangeData)) {
-        s_failed = 1;
-      } else if (uint32_t(seen >> 32) != a.signature) {
-        report_error(w, ErrorCode::kMismatch, peer, a.signature, uint32_t(seen >> 32), kPhaseExchangeData);
-        s_failed = 1;
+  auto receive = [&](uint32_t g) {
+    if (lane < W - 1) {
+      const Share h = s_in_share[peer];
+      const size_t first = first_of(h, g);
+      if (first < end_of(h, g)) {
+        const uint64_t* flag = reinterpret_cast<const uint64_t*>(local + a.layout.xc_flags) + first * W + peer;
+        uint64_t seen;
+        if (!spin_until(w, [&] { return ld_acquire_sys(flag); }, [&](uint64_t f) { return uint32_t(f) == epoch; },
+                        seen, peer, epoch, kPhaseExchangeData)) {
+          s_failed = 1;
+        } else if (uint32_t(seen >> 32) != a.signature) {
+          report_error(w, ErrorCode::kMismatch, peer, a.signature, uint32_t(seen >> 32), kPhaseExchangeData);
+          s_failed = 1;
+        }
       }
     }
     __syncthreads();
@@ -348,10 +385,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       const uint16_t scale = IO::load(local + a.layout.xc_data + s_base_in[s] + i * sl.total, sl, lane, p, nullptr);
       IO::decode(p, scale, v);
     };
-    for (size_t i = first; i < end_of(g); ++i) {
-      if (kind == ExchangeKind::kReduceScatter) {
-        if (i >= slices(me, me)) continue;
-        const uint32_t n = a.recv_count[me];
+    if (kind == ExchangeKind::kReduceScatter) {  // every source's segment has my block's size
+      const Share h = s_in_share[me];
+      const uint32_t n = a.recv_count[me];
+      for (size_t i = first_of(h, g); i < end_of(h, g); ++i) {
         float acc[kLaneValues];
         for (int s = 0; s < W; ++s) {
           float v[kLaneValues];
@@ -366,11 +403,16 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         }
         if constexpr (kRotated) unrotate_lane(acc);
         store_values<T>(a.out, i * S + lane_at, valid_in(i, n), vec, acc);
-        continue;
       }
+      return true;
+    }
+    const uint32_t span = span_of(s_in_share, g);
+    for (uint32_t k = 0; k < span; ++k) {
       for (int j = 1; j < W; ++j) {
         const int s = rank_after(me, j, W);
-        if (i >= slices(s, me)) continue;
+        const Share h = s_in_share[s];
+        const size_t i = first_of(h, g) + k;
+        if (i >= end_of(h, g)) continue;
         float v[kLaneValues];
         decode_from(s, i, v);
         if constexpr (kRotated) unrotate_lane(v);
@@ -381,7 +423,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   };
 
   bool ok = true;
-  for (size_t step = 0; ok && step <= groups; ++step) {
+  for (uint32_t step = 0; ok && step <= groups; ++step) {
     if (step < groups) push(step);
     if (step >= 1) ok = receive(step - 1);
     if (step < groups) announce(step);  // after the receive: the copies flew while it decoded
