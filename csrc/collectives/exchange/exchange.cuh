@@ -269,10 +269,22 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     s_out_share[lane] = share_of(slices(me, lane), groups);
     s_in_share[lane] = share_of(slices(lane, me), groups);
   }
+  __syncthreads();
+  // Steps: the most groups any of this CTA's shares has (ceil(count / per_group) can be below
+  // `groups`; every step costs a barrier and a wait for the bulk copies).
+  if (lane == 0) {
+    uint32_t steps = 0;
+    for (int d = 0; d < W; ++d) {
+      const Share o = s_out_share[d], i = s_in_share[d];
+      steps = max(steps, max((o.count + o.per_group - 1) / o.per_group, (i.count + i.per_group - 1) / i.per_group));
+    }
+    s_groups = steps;
+  }
   // Group g of a share: slices [first, end); empty where the share has fewer than g + 1 groups.
   auto first_of = [&](const Share& h, uint32_t g) { return h.lo + min(h.count, g * h.per_group); };
   auto end_of = [&](const Share& h, uint32_t g) { return h.lo + min(h.count, (g + 1) * h.per_group); };
   __syncthreads();
+  const uint32_t steps = s_groups;
 
   timers.mark(ExchangeMark::kPlan);
   const bool vec = a.aligned;
@@ -423,10 +435,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   };
 
   bool ok = true;
-  for (uint32_t step = 0; ok && step <= groups; ++step) {
-    if (step < groups) push(step);
+  for (uint32_t step = 0; ok && step <= steps; ++step) {
+    if (step < steps) push(step);
     if (step >= 1) ok = receive(step - 1);
-    if (step < groups) announce(step);  // after the receive: the copies flew while it decoded
+    if (step < steps) announce(step);  // after the receive: the copies flew while it decoded
   }
   if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
   if (!ok) return;
