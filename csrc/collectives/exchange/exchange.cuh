@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   __shared__ uint32_t s_count[kMaxWorldSize][kMaxWorldSize];  // [src][dst]: values in that segment
   __shared__ size_t s_base_out[kMaxWorldSize];  // where my slots start in rank d's xc_data
   __shared__ size_t s_base_in[kMaxWorldSize];   // where source s's slots start in mine
-  __shared__ uint32_t s_epoch, s_prev;
+  __shared__ uint32_t s_epoch;
   __shared__ int s_failed;
   // kDynamic: every rank's capacity and bad-counts bit; where my segments start in `in` and where
   // each source's start in `out` (values)
@@ -94,28 +94,37 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   const auto kind = kDynamic ? ExchangeKind::kAllToAll : ExchangeKind(a.kind);
   auto* ctrl = reinterpret_cast<ControlBlock*>(a.workspaces[me] + a.layout.control);
   auto peer_ctrl = [&](int d) { return reinterpret_cast<ControlBlock*>(a.workspaces[d] + a.layout.control); };
+  bool failed = false;  // this thread's: an abort found at the start, or a failed wait of step 1
   if (lane == 0) {
-    s_failed = *reinterpret_cast<volatile uint32_t*>(&ctrl->abort) != 0;
+    failed = *reinterpret_cast<volatile uint32_t*>(&ctrl->abort) != 0;
+    s_failed = 0;  // written by later steps' waits, after the barrier below
     const uint32_t prev = ctrl->exchange_epoch;
-    s_prev = prev;
     s_epoch = prev >= kEpochPeriod ? 1u : prev + 1u;
   }
+  // Warp 1 reads and checks this rank's counts (dynamic) while warp 0 does step 1: the count loads'
+  // latency, one lane a rank, overlaps the wait for the peers (timed one after the other, they were
+  // ~2300 and ~550 cycles of CTA 0 at W = 2 on H100, where the host-sized call's start took ~1000).
   if constexpr (kDynamic) {  // my rows for each rank, checked (s_count holds rows until the plan)
-    if (lane == 0) {
-      // Unrolled to a constant count so all W loads are in flight at once: in a loop to W each waited
-      // for the one before (~1400 more cycles than the host-sized call's start at W = 4, H100 timers).
-      int64_t counts[kMaxWorldSize];
-      const bool wide = a.dyn_count_bytes == 8;
-#pragma unroll
-      for (int d = 0; d < kMaxWorldSize; ++d)
-        counts[d] = d >= W ? 0 : wide ? static_cast<const int64_t*>(a.dyn_send_counts)[d]
-                                      : int64_t(static_cast<const int32_t*>(a.dyn_send_counts)[d]);
-      const SendCountCheck c = check_send_counts(counts, W, a.in_rows, s_count[me]);
-      s_info[me] = dynamic_info(a.capacity_rows, c.problem != CountProblem::kNone);
-      if (blockIdx.x == 0 && c.problem == CountProblem::kNegative)
-        report_count_error(ctrl, a.record, me, c.index, 0u, c.value, kPhaseCountNegative);
-      else if (blockIdx.x == 0 && c.problem == CountProblem::kSumAboveRows)
-        report_count_error(ctrl, a.record, me, me, a.in_rows, c.value, kPhaseCountSum);
+    __shared__ int64_t s_sent[kMaxWorldSize];
+    const int k = lane - 32;
+    if (k >= 0 && k < W)
+      s_sent[k] = a.dyn_count_bytes == 8 ? static_cast<const int64_t*>(a.dyn_send_counts)[k]
+                                         : int64_t(static_cast<const int32_t*>(a.dyn_send_counts)[k]);
+    if (lane >= 32 && lane < 64) {
+      __syncwarp();
+      if (lane == 32) {
+        const SendCountCheck c = check_send_counts(s_sent, W, a.in_rows, s_count[me]);
+        s_info[me] = dynamic_info(a.capacity_rows, c.problem != CountProblem::kNone);
+        size_t send_at = 0;
+        for (int d = 0; d < W; ++d) {  // my input: the rows I announce, consecutive in rank order
+          s_send_at[d] = send_at * a.row_values;
+          send_at += s_count[me][d];
+        }
+        if (blockIdx.x == 0 && c.problem == CountProblem::kNegative)
+          report_count_error(ctrl, a.record, me, c.index, 0u, c.value, kPhaseCountNegative);
+        else if (blockIdx.x == 0 && c.problem == CountProblem::kSumAboveRows)
+          report_count_error(ctrl, a.record, me, me, a.in_rows, c.value, kPhaseCountSum);
+      }
     }
   } else {
     for (int i = lane; i < W * W; i += blockDim.x) {
@@ -123,23 +132,22 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       s_count[s][d] = a.sizes_cross ? (s == me ? a.send_count[d] : 0u) : a.even_count;
     }
   }
-  __syncthreads();
-  if (s_failed) return;
-  timers.mark(ExchangeMark::kCounts);
-  const uint32_t epoch = s_epoch, prev = s_prev;
   WaitContext w{&ctrl->abort, a.record, a.timeout_ns, me};
   const int peer = rank_after(me, 1 + lane, W);  // threads 0..W-2: one peer each
 
   // 1. Every peer has finished the previous exchange call, so it no longer reads what we overwrite.
+  // (An aborted communicator's wait ends at its first abort check; the barrier then returns.)
   if (lane < W - 1) {
+    const uint32_t prev = ctrl->exchange_epoch;  // lane 0's value: only this call's last CTA moves it
     uint32_t seen;
     if (!spin_until(w, [&] { return ld_acquire_sys(&ctrl->exchange_done_by[peer]); },
                     [&](uint32_t v) { return v == prev; }, seen, peer, prev, kPhaseExchangeReady))
-      s_failed = 1;
+      failed = true;
   }
-  __syncthreads();
-  if (s_failed) return;
+  if (__syncthreads_or(failed)) return;
+  timers.mark(ExchangeMark::kCounts);  // (counts and step 1 now overlap: one mark for both)
   timers.mark(ExchangeMark::kPeersReady);
+  const uint32_t epoch = s_epoch;
 
   // 2. All-to-all: send my sizes to this CTA on every peer, read theirs, check the pairs.
   if (a.sizes_cross && lane < W - 1) {
@@ -176,7 +184,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   timers.mark(ExchangeMark::kSizes);
 
   // 2b. Dynamic: the plan every CTA of every rank computes alike (dynamic_plan.hpp), as values: one
-  // thread a destination's column (on one thread the whole plan took ~2 us of the small call).
+  // thread a destination's column (on one thread the whole plan took ~2 us of the small call), which
+  // it then turns into values in place (no other thread reads that column).
   if constexpr (kDynamic) {
     __shared__ uint32_t s_moved[kMaxWorldSize][kMaxWorldSize];  // rows, [src][dst]
     __shared__ int s_cut;
@@ -186,14 +195,11 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       const int cut = fit_column(&s_count[0][0], info_capacity(s_info[lane]), W, kMaxWorldSize, lane, &s_moved[0][0],
                                  &announced);
       if (lane == me) s_cut = cut, s_announced = announced;
+      for (int s = 0; s < W; ++s) s_count[s][lane] = s_moved[s][lane] * a.row_values;
     }
     __syncthreads();
     if (lane == 0) {
-      size_t send_at = 0, recv_at = 0;
-      for (int d = 0; d < W; ++d) {  // my input: the rows I announced, consecutive in rank order
-        s_send_at[d] = send_at * a.row_values;
-        send_at += s_count[me][d];
-      }
+      size_t recv_at = 0;
       for (int s = 0; s < W; ++s) {  // my output: what each source moves, in rank order
         s_recv_at[s] = recv_at * a.row_values;
         recv_at += s_moved[s][me];
@@ -214,9 +220,6 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
           }
       }
     }
-    __syncthreads();
-    for (int i = lane; i < W * W; i += blockDim.x) s_count[i / W][i % W] = s_moved[i / W][i % W] * a.row_values;
-    __syncthreads();
   }
   // Where my segment for rank d starts in `in`, its values, and where source s's start in `out`.
   auto send_at = [&](int d) -> size_t {
@@ -255,7 +258,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     const uint32_t q = n / G, r = n % G, count = q + (c < r ? 1u : 0u);
     return Share{c * q + min(c, r), count, count ? (count + groups - 1) / groups : 1u};
   };
-  if (lane == 0) {
+  if (lane == 0) {  // (dynamic: after its recv offsets above, the same thread, no barrier between)
     uint32_t M = 0;
     for (int s = 0; s < W; ++s)
       for (int d = 0; d < W; ++d) M = max(M, slices(s, d));
@@ -264,31 +267,31 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   }
   __syncthreads();
   const uint32_t groups = s_groups;
-  if (lane < W) {
-    size_t out = 0, in = 0;
-    for (int s = 0; s < me; ++s) out += slices(s, lane);
-    for (int s = 0; s < lane; ++s) in += slices(s, me);
-    s_base_out[lane] = out * sl.total;
-    s_base_in[lane] = in * sl.total;
-    s_out_share[lane] = share_of(slices(me, lane), groups);
-    s_in_share[lane] = share_of(slices(lane, me), groups);
-  }
-  __syncthreads();
-  // Steps: the most groups any of this CTA's shares has (ceil(count / per_group) can be below
-  // `groups`; every step costs a barrier and a wait for the bulk copies).
-  if (lane == 0) {
-    uint32_t steps = 0;
-    for (int d = 0; d < W; ++d) {
-      const Share o = s_out_share[d], i = s_in_share[d];
-      steps = max(steps, max((o.count + o.per_group - 1) / o.per_group, (i.count + i.per_group - 1) / i.per_group));
+  // Warp 0, a lane a rank: the slot offsets and shares, and the steps this CTA runs: the most groups
+  // any of its shares has (ceil(count / per_group) can be below `groups`; every step costs a barrier
+  // and a wait for the bulk copies).
+  __shared__ uint32_t s_steps;
+  if (lane < 32) {
+    uint32_t my_steps = 0;
+    if (lane < W) {
+      size_t out = 0, in = 0;
+      for (int s = 0; s < me; ++s) out += slices(s, lane);
+      for (int s = 0; s < lane; ++s) in += slices(s, me);
+      s_base_out[lane] = out * sl.total;
+      s_base_in[lane] = in * sl.total;
+      const Share o = share_of(slices(me, lane), groups), i = share_of(slices(lane, me), groups);
+      s_out_share[lane] = o;
+      s_in_share[lane] = i;
+      my_steps = max((o.count + o.per_group - 1) / o.per_group, (i.count + i.per_group - 1) / i.per_group);
     }
-    s_groups = steps;
+    my_steps = __reduce_max_sync(0xffffffffu, my_steps);
+    if (lane == 0) s_steps = my_steps;
   }
   // Group g of a share: slices [first, end); empty where the share has fewer than g + 1 groups.
   auto first_of = [&](const Share& h, uint32_t g) { return h.lo + min(h.count, g * h.per_group); };
   auto end_of = [&](const Share& h, uint32_t g) { return h.lo + min(h.count, (g + 1) * h.per_group); };
   __syncthreads();
-  const uint32_t steps = s_groups;
+  const uint32_t steps = s_steps;
 
   timers.mark(ExchangeMark::kPlan);
   const bool vec = a.aligned;
