@@ -243,8 +243,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   // CTA c takes the c-th of G near-equal contiguous ranges of EVERY segment, so uneven segments
   // load every CTA alike: with one range of the largest segment's slice indices for all of them, a
   // router-skewed all-to-all (85/10/4/1% of each rank's rows to ranks 0-3) left the first CTAs
-  // with every small segment on top of their share of the large ones (4x H200: 994 us against
-  // NCCL's 802 at 117 MB a rank). Even segments get the ranges they always had.
+  // with every small segment on top of their share of the large ones (117 MB a rank on 4x H100:
+  // 1135 us, NCCL 799; with a share of every segment 880). Even segments get the ranges they always had.
   // Groups: as many for every segment of this CTA, counted by the bytes its range of the largest
   // segment pushes to a peer, as the two-shot counts them (counted over all W - 1 peers, 4x H100 ran
   // the exact bf16 reduce-scatter and all-gather 10-15% slower at 32-128 MB: too many handshakes).
