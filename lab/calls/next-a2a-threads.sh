@@ -16,18 +16,7 @@ for v in main a2a512 main a2a512; do
   timeout 45 python3 -m quickreduce.cli bench moe --no-multicast --gpus $gpus --part a2a --iters 20 --timeout 40 --csv /tmp/a2a.csv > /tmp/a2a.log 2>&1
   echo "a2a $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/a2a.csv >> $OUT/a2a-ab.csv
 done
-python3 - $OUT/a2a-ab.csv <<'PY'
-import collections, sys
-t = collections.defaultdict(lambda: collections.defaultdict(list))
-head = None
-for line in open(sys.argv[1]):
-    v, rest = line.rstrip("\n").split(",", 1)
-    if rest.startswith("part"): head = rest.split(","); continue
-    r = dict(zip(head, rest.split(",")))
-    t[(int(r["bytes"]), r["skew"])][v].append(f"{r['dynamic_us']}/{r['host_sized_us']}")
-for k, d in sorted(t.items()):
-    print(k, *(f"{v} " + " ".join(d[v]) for v in ("main", "a2a512")))
-PY
+ab_a2a $OUT/a2a-ab.csv main a2a512
 for v in main a2a512; do
   use $v-ext > /dev/null
   timeout 150 python3 -m quickreduce.cli bench moe --no-multicast --gpus $gpus --part layer --tokens 1,32,256,4096 --iters 10 --timeout 145 \

@@ -9,6 +9,8 @@
 #                   column (session 19's call scripts each had a copy)
 #   ab_rows CSV COLUMN        one line per (method, size) of a CSV whose first column names the run
 #                   (COLUMN), the runs side by side
+#   ab_a2a CSV V...           `bench moe --part a2a` CSVs concatenated with the variant as a first column:
+#                   one line per (bytes, skew), each variant's dynamic/host-sized us side by side
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-/tmp/qr-out}; mkdir -p "$OUT"; L=$OUT/${DEVICE_LOG:-call.log}
@@ -42,5 +44,19 @@ for r in csv.DictReader(open(sys.argv[1])):
     rows[(r["method"], int(r["size_bytes"]))].append(f"{r[sys.argv[2]]}:{float(r['time_us']):8.2f}")
 for (method, size), runs in sorted(rows.items()):
     print(f"{method:18s} {size:>10d}  " + "  ".join(runs))
+PY
+}
+ab_a2a() {
+  python3 - "$@" <<'PY'
+import collections, sys
+t = collections.defaultdict(lambda: collections.defaultdict(list))
+head = None
+for line in open(sys.argv[1]):
+    v, rest = line.rstrip("\n").split(",", 1)
+    if rest.startswith("part"): head = rest.split(","); continue
+    r = dict(zip(head, rest.split(",")))
+    t[(int(r["bytes"]), r["skew"])][v].append(f"{r['dynamic_us']}/{r['host_sized_us']}")
+for k, d in sorted(t.items()):
+    print(k, *(f"{v} " + " ".join(d[v]) for v in sys.argv[2:]))
 PY
 }
