@@ -23,14 +23,4 @@ for v in main prefetch main prefetch; do
     --methods qr_passthrough,qr_fp8,qr_int6,qr_int4 --sizes 2M:512M:4 --replays 9 --timeout 65 --csv /tmp/fam.csv > /tmp/fam.log 2>&1
   echo "family $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/fam.csv >> $OUT/family-ab.csv
 done
-python3 - $OUT/family-ab.csv <<'PY'
-import collections, sys
-t = collections.defaultdict(lambda: collections.defaultdict(list))
-for line in open(sys.argv[1]):
-    v, rest = line.split(",", 1)
-    if rest.startswith("size_bytes"): continue
-    f = rest.strip().split(",")
-    t[(f[-1], f[3], int(f[0]))][v].append(float(f[4]))
-for (c, m, s), d in sorted(t.items()):
-    print(f"{c:15s} {m:15s} {s:>11d} main {' '.join(f'{x:8.1f}' for x in d['main'])}  prefetch {' '.join(f'{x:8.1f}' for x in d['prefetch'])}")
-PY
+ab_family $OUT/family-ab.csv main prefetch

@@ -9,6 +9,8 @@
 #                   column (session 19's call scripts each had a copy)
 #   ab_rows CSV COLUMN        one line per (method, size) of a CSV whose first column names the run
 #                   (COLUMN), the runs side by side
+#   ab_family CSV V...        `quickreduce bench` CSVs concatenated with the variant as a first column: one
+#                   line per (collective, method, size), each variant's times side by side
 #   ab_a2a CSV V...           `bench moe --part a2a` CSVs concatenated with the variant as a first column:
 #                   one line per (bytes, skew), each variant's dynamic/host-sized us side by side
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -58,5 +60,18 @@ for line in open(sys.argv[1]):
     t[(int(r["bytes"]), r["skew"])][v].append(f"{r['dynamic_us']}/{r['host_sized_us']}")
 for k, d in sorted(t.items()):
     print(k, *(f"{v} " + " ".join(d[v]) for v in sys.argv[2:]))
+PY
+}
+ab_family() {
+  python3 - "$@" <<'PY'
+import collections, sys
+t = collections.defaultdict(lambda: collections.defaultdict(list))
+for line in open(sys.argv[1]):
+    v, rest = line.split(",", 1)
+    if rest.startswith("size_bytes"): continue
+    f = rest.strip().split(",")
+    t[(f[-1], f[3], int(f[0]))][v].append(float(f[4]))
+for (c, m, s), d in sorted(t.items()):
+    print(f"{c:15s} {m:15s} {s:>11d}  " + "  ".join(f"{v} " + " ".join(f"{x:8.1f}" for x in d[v]) for v in sys.argv[2:]))
 PY
 }
