@@ -37,29 +37,38 @@ struct PhaseTimers {
 #endif
 };
 
-// The segment exchange's timeline (exchange.cuh), under the same switch: thread 0 of CTA 0 stamps the
-// SM clock at each point below and prints the steps between them when the call ends
-// (lab/scripts/exchange_timers.py runs it).
+// The segment exchange's timeline (exchange.cuh), under the same switch: thread 0 of CTA 0 and of the
+// call's last CTA (the one that advances the epoch) stamps the SM clock at each point below and prints
+// the steps between them when the call ends, with the global timer (ns) at its start and its length, so
+// CTA 0's start and the last CTA's end bound the call (lab/scripts/exchange_timers.py runs it).
 enum class ExchangeMark { kStart, kCounts, kPeersReady, kSizes, kPlan, kMoved, kEnd, kCount };
 
 struct ExchangeTimers {
 #if QR_PHASE_TIMERS
   long long at[int(ExchangeMark::kCount)] = {};
+  unsigned long long start_ns = 0, end_ns = 0;
+  bool last = false;
   __device__ void mark(ExchangeMark m) {
-    if (threadIdx.x == 0) at[int(m)] = clock64();
+    if (threadIdx.x != 0) return;
+    at[int(m)] = clock64();
+    if (m == ExchangeMark::kStart) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start_ns));
+    if (m == ExchangeMark::kEnd) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(end_ns));
   }
+  __device__ void mark_last() { last = true; }
   __device__ void report(int rank, int dynamic) const {
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    if (threadIdx.x != 0 || (blockIdx.x != 0 && !last)) return;
     auto step = [&](ExchangeMark a, ExchangeMark b) { return at[int(b)] - at[int(a)]; };
-    printf("exchange_timers rank %d dynamic %d CTA 0 of %d (cycles): counts %lld peers_ready %lld sizes %lld "
-           "plan %lld push_receive %lld end %lld\n",
-           rank, dynamic, int(gridDim.x), step(ExchangeMark::kStart, ExchangeMark::kCounts),
+    printf("exchange_timers rank %d dynamic %d CTA %d%s of %d x %d (cycles): counts %lld peers_ready %lld sizes %lld "
+           "plan %lld push_receive %lld end %lld | start %llu ns, %llu ns long\n",
+           rank, dynamic, int(blockIdx.x), last ? " (last)" : "", int(gridDim.x), int(blockDim.x),
+           step(ExchangeMark::kStart, ExchangeMark::kCounts),
            step(ExchangeMark::kCounts, ExchangeMark::kPeersReady), step(ExchangeMark::kPeersReady, ExchangeMark::kSizes),
            step(ExchangeMark::kSizes, ExchangeMark::kPlan), step(ExchangeMark::kPlan, ExchangeMark::kMoved),
-           step(ExchangeMark::kMoved, ExchangeMark::kEnd));
+           step(ExchangeMark::kMoved, ExchangeMark::kEnd), start_ns, end_ns - start_ns);
   }
 #else
   __device__ void mark(ExchangeMark) {}
+  __device__ void mark_last() {}
   __device__ void report(int, int) const {}
 #endif
 };

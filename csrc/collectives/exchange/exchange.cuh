@@ -456,6 +456,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   if (lane == 0) {
     __threadfence();
     if (atomicAdd(&ctrl->exchange_finished, 1u) == gridDim.x - 1) {
+      timers.mark_last();
       ctrl->exchange_finished = 0;
       ctrl->exchange_epoch = epoch;
       __threadfence_system();
