@@ -5,7 +5,7 @@ Patterns of rows (7168 bf16 values a row) C[s][d] sent by rank s to rank d, R ro
   incast   every rank sends all R rows to rank 0 (a skewed dispatch)
   outcast  rank 0 sends R rows to every rank, the others send nothing (a skewed combine)
   zipf     R * (0.85, 0.10, 0.04, 0.01, ...) to ranks 0, 1, 2, ...
-Methods: the host-sized exchange at 128/256/512 threads a CTA (comm._c.exchange, threads=) and NCCL's
+Methods: the host-sized exchange at each of A2A_THREADS threads a CTA (comm._c.exchange, threads=) and NCCL's
 all_to_all_single; CUDA-graph median per call (lab/scripts/dev_common.graph_time_us); qr's output
 checked bitwise against NCCL's.
 Run (2+ GPUs): python3 lab/probes/a2a_skew.py [R,R,...]
@@ -20,6 +20,9 @@ import torch.multiprocessing as mp
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gpu"))
 import harness  # noqa: E402
+
+# CTA sizes to time (A2A_THREADS=256,512; an all-to-all with split sizes ran 128 too until 2026-11-28).
+THREADS = [int(n) for n in os.environ.get("A2A_THREADS", "256,512").split(",")]
 from dev_common import graph_time_us  # noqa: E402
 
 H = 7168
@@ -48,8 +51,8 @@ def run(rank, world, port, sizes):
     comm = qr.Communicator(max_size=(most + 15) // 16 * 16)
     stream = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
     if rank == 0:
-        print(f"{'pattern':8s} {'R':>6s} {'MB in':>7s} {'MB max recv':>11s} {'nccl':>9s} {'qr128':>9s} {'qr256':>9s}"
-              f" {'qr512':>9s}  same", flush=True)
+        print(f"{'pattern':8s} {'R':>6s} {'MB in':>7s} {'MB max recv':>11s} {'nccl':>9s} "
+              + " ".join(f"{'qr' + str(n):>9s}" for n in THREADS) + "  same", flush=True)
     for R in sizes:
         for pattern in ("even", "incast", "outcast", "zipf"):
             C = matrix(pattern, R, world)
@@ -61,13 +64,13 @@ def run(rank, world, port, sizes):
             calls = 3 if R >= 16384 else 6
             t = {"nccl": graph_time_us(lambda i: dist.all_to_all_single(y_n, x, recv, send), calls)}
             sv, rv = [c * H for c in send], [c * H for c in recv]
-            for threads in (128, 256, 512):
+            for threads in THREADS:
                 t[f"qr{threads}"] = graph_time_us(
                     lambda i: comm._c.exchange(_C.EXCHANGE_ALL_TO_ALL, x.data_ptr(), y_q.data_ptr(), _C.DTYPE_BFLOAT16,
                                                qr.codecs.codec_id("bf16"), sv, rv, stream(), threads=threads), calls)
             comm.check()
             same = torch.equal(y_n.view(torch.int16), y_q.view(torch.int16))
-            slow = torch.tensor([t[k] for k in ("nccl", "qr128", "qr256", "qr512")], device="cuda")
+            slow = torch.tensor([t[k] for k in ("nccl", *(f"qr{n}" for n in THREADS))], device="cuda")
             dist.all_reduce(slow, op=dist.ReduceOp.MAX)
             ok = torch.tensor([int(same)], device="cuda")
             dist.all_reduce(ok, op=dist.ReduceOp.MIN)
