@@ -20,11 +20,7 @@ grep -c "RACECHECK SUMMARY: 0 hazards" $OUT/racecheck.log; grep -m6 -E "RACECHEC
 QR_TEST_WORLD_SIZE=4 QR_COLLECTIVE_REPLAYS=200 QR_DYNAMIC_REPLAYS=1000 timeout 150 python3 -m pytest -q -s tests/gpu/test_collectives.py \
   tests/gpu/test_all_to_all_dynamic_gpu.py -p no:cacheprovider > $OUT/tests-w4.log 2>&1
 echo "tests W=4: exit $? [$SECONDS s]"; grep -E "checks|passed|failed|FAIL" $OUT/tests-w4.log | tail -16
-for v in main a2a512 main a2a512; do
-  use $v-ext > /dev/null
-  timeout 45 python3 -m quickreduce.cli bench moe --no-multicast --gpus 4 --part a2a --iters 20 --timeout 40 --csv /tmp/a2a.csv > /tmp/a2a.log 2>&1
-  echo "a2a $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/a2a.csv >> $OUT/a2a-ab.csv; cat /tmp/a2a.log >> $L
-done
+moe_ab a2a $OUT/a2a-ab.csv 45 main a2a512 --iters 20
 ab_a2a $OUT/a2a-ab.csv main a2a512
 use main-ext > /dev/null
 timeout $((585 - SECONDS)) python3 lab/probes/a2a_skew.py 2048,8192,32768 > $OUT/a2a-skew.txt 2>&1

@@ -20,11 +20,7 @@ grep -m8 -E "SUMMARY|Invalid|passed|failed|checks" $OUT/memcheck.log $OUT/racech
 QR_TEST_WORLD_SIZE=4 QR_COLLECTIVE_REPLAYS=200 QR_DYNAMIC_REPLAYS=300 timeout 130 python3 -m pytest -q -s tests/gpu/test_collectives.py \
   tests/gpu/test_all_to_all_dynamic_gpu.py -p no:cacheprovider > $OUT/tests-w4.log 2>&1
 echo "tests W=4: exit $? [$SECONDS s]"; grep -E "checks|passed|failed|FAIL" $OUT/tests-w4.log | tail -16
-for v in main a2aw main a2aw; do
-  use $v-ext > /dev/null
-  timeout 45 python3 -m quickreduce.cli bench moe --no-multicast --gpus 4 --part a2a --iters 20 --timeout 40 --csv /tmp/a2a.csv > /tmp/a2a.log 2>&1
-  echo "a2a $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/a2a.csv >> $OUT/a2a-ab.csv; cat /tmp/a2a.log >> $L
-done
+moe_ab a2a $OUT/a2a-ab.csv 45 main a2aw --iters 20
 ab_a2a $OUT/a2a-ab.csv main a2aw
 for v in main a2aw main a2aw; do
   use $v-ext > /dev/null

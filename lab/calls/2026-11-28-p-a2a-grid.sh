@@ -13,25 +13,7 @@ QR_TEST_WORLD_SIZE=4 QR_TEST_SCENARIOS=uneven_all_to_all,dynamic_vs_host_sized,d
   QR_DYNAMIC_REPLAYS=200 timeout 80 python3 -m pytest -q -s tests/gpu/test_collectives.py tests/gpu/test_all_to_all_dynamic_gpu.py \
   -p no:cacheprovider > $OUT/tests-w4.log 2>&1
 echo "tests W=4: exit $? [$SECONDS s]"; grep -E "checks|passed|failed|FAIL" $OUT/tests-w4.log | tail -8
-for v in main a2ag main a2ag; do
-  use $v-ext > /dev/null
-  timeout 40 python3 -m quickreduce.cli bench moe --no-multicast --gpus 4 --part a2a --iters 20 --timeout 35 --csv /tmp/a2a.csv > /tmp/a2a.log 2>&1
-  echo "a2a $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/a2a.csv >> $OUT/a2a-ab.csv; cat /tmp/a2a.log >> $L
-done
+moe_ab a2a $OUT/a2a-ab.csv 40 main a2ag --iters 20
 ab_a2a $OUT/a2a-ab.csv main a2ag
-for v in main a2ag main a2ag; do
-  use $v-ext > /dev/null
-  timeout 50 python3 -m quickreduce.cli bench moe --no-multicast --gpus 4 --part layer --tokens 32,256,16384 --iters 10 --timeout 45 \
-    --csv /tmp/moe.csv > /tmp/moe.log 2>&1
-  echo "moe layer $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/moe.csv >> $OUT/layer-ab.csv; cat /tmp/moe.log >> $L
-done
-python3 - $OUT/layer-ab.csv <<'PY'
-import collections, sys
-t = collections.defaultdict(lambda: collections.defaultdict(list)); head = None
-for line in open(sys.argv[1]):
-    v, rest = line.rstrip("\n").split(",", 1)
-    if rest.startswith("part"): head = rest.split(","); continue
-    r = dict(zip(head, rest.split(",")))
-    if r["method"] in ("qr_graph", "nccl"): t[(r["model"], int(r["tokens"]), r["skew"], r["method"])][v].append(r["us"])
-for k, d in sorted(t.items()): print(*k, *(f"{v} " + " ".join(d[v]) for v in ("main", "a2ag")))
-PY
+moe_ab layer $OUT/layer-ab.csv 50 main a2ag --tokens 32,256,16384 --iters 10
+ab_layer $OUT/layer-ab.csv main a2ag

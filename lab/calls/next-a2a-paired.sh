@@ -21,25 +21,7 @@ QR_TEST_WORLD_SIZE=$gpus QR_TEST_SCENARIOS=mixed_cta_all_to_all,uneven_all_to_al
   -p no:cacheprovider > $OUT/tests.log 2>&1
 echo "tests W=$gpus: exit $? [$SECONDS s]"; grep -E "checks|passed|failed|FAIL" $OUT/tests.log | tail -10
 grep -q " passed" $OUT/tests.log && ! grep -qE "[1-9][0-9]* failed" $OUT/tests.log || { echo "tests failed: no A/B"; exit 1; }
-for v in main pair main pair; do
-  use $v-ext > /dev/null
-  timeout 40 python3 -m quickreduce.cli bench moe --no-multicast --gpus $gpus --part a2a --iters 20 --timeout 35 --csv /tmp/a2a.csv > /tmp/a2a.log 2>&1
-  echo "a2a $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/a2a.csv >> $OUT/a2a-ab.csv; cat /tmp/a2a.log >> $L
-done
+moe_ab a2a $OUT/a2a-ab.csv 40 main pair --iters 20
 ab_a2a $OUT/a2a-ab.csv main pair
-for v in main pair main pair; do
-  use $v-ext > /dev/null
-  timeout 60 python3 -m quickreduce.cli bench moe --no-multicast --gpus $gpus --part layer --tokens 32,256,4096,16384 --iters 10 --timeout 55 \
-    --csv /tmp/moe.csv > /tmp/moe.log 2>&1
-  echo "moe layer $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/moe.csv >> $OUT/layer-ab.csv; cat /tmp/moe.log >> $L
-done
-python3 - $OUT/layer-ab.csv <<'PY'
-import collections, sys
-t = collections.defaultdict(lambda: collections.defaultdict(list)); head = None
-for line in open(sys.argv[1]):
-    v, rest = line.rstrip("\n").split(",", 1)
-    if rest.startswith("part"): head = rest.split(","); continue
-    r = dict(zip(head, rest.split(",")))
-    if r["method"] in ("qr_graph", "nccl"): t[(r["model"], int(r["tokens"]), r["skew"], r["method"])][v].append(r["us"])
-for k, d in sorted(t.items()): print(*k, *(f"{v} " + " ".join(d[v]) for v in ("main", "pair")))
-PY
+moe_ab layer $OUT/layer-ab.csv 60 main pair --tokens 32,256,4096,16384 --iters 10
+ab_layer $OUT/layer-ab.csv main pair

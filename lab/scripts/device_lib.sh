@@ -13,6 +13,10 @@
 #                   line per (collective, method, size), each variant's times side by side
 #   ab_a2a CSV V...           `bench moe --part a2a` CSVs concatenated with the variant as a first column:
 #                   one line per (bytes, skew), each variant's dynamic/host-sized us side by side
+#   moe_ab PART CSV T A B [ARGS...]   A B A B runs of `bench moe --part PART ARGS` (timeout T s each) with the
+#                   wheels A and B, each appended to CSV with its variant as a first column (for ab_a2a / ab_layer)
+#   ab_layer CSV V...         `bench moe --part layer` CSVs likewise: one line per (model, tokens, skew, method) for
+#                   qr_graph and nccl, each variant's us side by side
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-/tmp/qr-out}; mkdir -p "$OUT"; L=$OUT/${DEVICE_LOG:-call.log}
@@ -74,4 +78,26 @@ for line in open(sys.argv[1]):
 for (c, m, s), d in sorted(t.items()):
     print(f"{c:15s} {m:15s} {s:>11d}  " + "  ".join(f"{v} " + " ".join(f"{x:8.1f}" for x in d[v]) for v in sys.argv[2:]))
 PY
+}
+ab_layer() {
+  python3 - "$@" <<'PY'
+import collections, sys
+t = collections.defaultdict(lambda: collections.defaultdict(list)); head = None
+for line in open(sys.argv[1]):
+    v, rest = line.rstrip("\n").split(",", 1)
+    if rest.startswith("part"): head = rest.split(","); continue
+    r = dict(zip(head, rest.split(",")))
+    if r["method"] in ("qr_graph", "nccl"): t[(r["model"], int(r["tokens"]), r["skew"], r["method"])][v].append(r["us"])
+for k, d in sorted(t.items()): print(*k, *(f"{v} " + " ".join(d[v]) for v in sys.argv[2:]))
+PY
+}
+moe_ab() {
+  local part=$1 csv=$2 t=$3 a=$4 b=$5 v
+  shift 5
+  for v in "$a" "$b" "$a" "$b"; do
+    use "$v"-ext > /dev/null
+    timeout "$t" python3 -m quickreduce.cli bench moe --no-multicast --gpus "$(nvidia-smi -L | wc -l)" --part "$part" \
+      --timeout $((t - 5)) "$@" --csv /tmp/moe-ab.csv > /tmp/moe-ab.log 2>&1
+    echo "moe $part $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/moe-ab.csv >> "$csv"; cat /tmp/moe-ab.log >> "$L"
+  done
 }
