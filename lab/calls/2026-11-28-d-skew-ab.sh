@@ -15,17 +15,7 @@ for v in main skew; do
     --methods qr_passthrough,qr_int4 --sizes 8K:1G:4 --replays 9 --timeout 55 --csv /tmp/fam-$v.csv > /tmp/fam.log 2>&1
   echo "family $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/fam-$v.csv >> $OUT/family-ab.csv
 done
-python3 - $OUT/family-ab.csv <<'PY'
-import collections, csv, sys
-t = collections.defaultdict(dict)
-for line in open(sys.argv[1]):
-    v, rest = line.split(",", 1)
-    if rest.startswith("size_bytes"): continue
-    f = rest.strip().split(",")
-    t[(f[-1], f[3], int(f[0]))][v] = float(f[4])
-for (c, m, s), d in sorted(t.items()):
-    if "main" in d and "skew" in d: print(f"{c:15s} {m:15s} {s:>11d} {d['main']:9.1f} {d['skew']:9.1f} {d['skew']/d['main']:6.3f}")
-PY
+ab_family $OUT/family-ab.csv main skew
 QR_TEST_WORLD_SIZE=4 QR_COLLECTIVE_REPLAYS=200 QR_DYNAMIC_REPLAYS=300 timeout 120 python3 -m pytest -q -s tests/gpu/test_collectives.py tests/gpu/test_all_to_all_dynamic_gpu.py \
   -p no:cacheprovider > $OUT/tests-w4.log 2>&1
 echo "collective + dynamic tests W=4: exit $? [$SECONDS s]"; grep -E "checks|passed|failed|FAIL" $OUT/tests-w4.log | tail -16

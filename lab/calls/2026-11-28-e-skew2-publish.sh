@@ -14,17 +14,7 @@ for v in main skew2 main skew2; do
     --methods qr_passthrough,qr_int4 --sizes 2M,8M,32M,128M --replays 21 --timeout 45 --csv /tmp/fam.csv > /tmp/fam.log 2>&1
   echo "family $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/fam.csv >> $OUT/family-ab.csv
 done
-python3 - $OUT/family-ab.csv <<'PY'
-import collections, csv, sys
-t = collections.defaultdict(lambda: collections.defaultdict(list))
-for line in open(sys.argv[1]):
-    v, rest = line.split(",", 1)
-    if rest.startswith("size_bytes"): continue
-    f = rest.strip().split(",")
-    t[(f[-1], f[3], int(f[0]))][v].append(float(f[4]))
-for (c, m, s), d in sorted(t.items()):
-    print(f"{c:15s} {m:15s} {s:>11d} main {' '.join(f'{x:8.1f}' for x in d['main'])}  skew2 {' '.join(f'{x:8.1f}' for x in d['skew2'])}")
-PY
+ab_family $OUT/family-ab.csv main skew2
 use skew2-ext > /dev/null
 timeout 60 python3 lab/probes/a2a_skew.py 2048,8192 > $OUT/a2a-skew-skew2.txt 2>&1
 echo "a2a skew skew2: exit $? [$SECONDS s]"; grep -v Warning $OUT/a2a-skew-skew2.txt | tail -9

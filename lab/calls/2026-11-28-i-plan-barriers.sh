@@ -13,18 +13,7 @@ for v in dyn plan dyn plan; do
     --timeout 55 --csv /tmp/a2a.csv > /tmp/a2a.log 2>&1
   echo "a2a $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/a2a.csv >> $OUT/a2a-ab.csv
 done
-python3 - $OUT/a2a-ab.csv <<'PY'
-import collections, csv, sys
-t = collections.defaultdict(lambda: collections.defaultdict(list))
-head = None
-for line in open(sys.argv[1]):
-    v, rest = line.rstrip("\n").split(",", 1)
-    if rest.startswith("part"): head = rest.split(","); continue
-    r = dict(zip(head, rest.split(",")))
-    t[(int(r["bytes"]), r["skew"])][v].append(f"{r['dynamic_us']}/{r['host_sized_us']}={r['ratio']}")
-for k, d in sorted(t.items()):
-    print(k, "dyn", *d["dyn"], " plan", *d["plan"])
-PY
+ab_a2a $OUT/a2a-ab.csv dyn plan
 use plan-ext > /dev/null
 QR_TEST_WORLD_SIZE=$gpus QR_DYNAMIC_REPLAYS=300 timeout 90 python3 -m pytest -q -s tests/gpu/test_all_to_all_dynamic_gpu.py -p no:cacheprovider > $OUT/tests-dyn.log 2>&1
 echo "dynamic tests W=$gpus: exit $? [$SECONDS s]"; grep -E "checks|passed|failed|FAIL" $OUT/tests-dyn.log | tail -6

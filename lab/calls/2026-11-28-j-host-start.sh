@@ -15,15 +15,4 @@ for v in plan plan2 plan3 plan plan2 plan3; do
   echo "a2a $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/a2a.csv >> $OUT/a2a-ab.csv
   [ $SECONDS -gt 230 ] && break
 done
-python3 - $OUT/a2a-ab.csv <<'PY'
-import collections, sys
-t = collections.defaultdict(lambda: collections.defaultdict(list))
-head = None
-for line in open(sys.argv[1]):
-    v, rest = line.rstrip("\n").split(",", 1)
-    if rest.startswith("part"): head = rest.split(","); continue
-    r = dict(zip(head, rest.split(",")))
-    t[(int(r["bytes"]), r["skew"])][v].append(f"{r['dynamic_us']}/{r['host_sized_us']}")
-for k, d in sorted(t.items()):
-    print(k, *(f"{v} " + " ".join(d[v]) for v in ("plan", "plan2", "plan3")))
-PY
+ab_a2a $OUT/a2a-ab.csv plan plan2 plan3
