@@ -19,6 +19,8 @@ Two parts (``--part``):
 - ``a2a``: one all_to_all_dynamic against the host-sized all_to_all at the same counts, both in CUDA
   graphs, message sizes 8 KB to 256 MB a rank.
 
+Timing: the median of ``--iters`` samples, each one layer (a2a: one replay of a graph of up to 20
+calls, per call) after a barrier and between CUDA events; the slowest rank's median is reported.
 Writes one CSV (``--csv``), one row per measurement.
 """
 from __future__ import annotations
@@ -28,7 +30,6 @@ import csv
 import math
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 
 MODELS = {
@@ -242,18 +243,27 @@ class Layer:
         return self.finish(back, order, weights)
 
 
-def _time(fn, iters: int, warmup: int) -> float:
+def _time(fn, samples: int, warmup: int) -> float:
+    """This rank's median microseconds of fn() over `samples` calls, each after a barrier and between
+    CUDA events, after `warmup` untimed calls (the project's timing rule: harness._time_graph).
+    A host-synced fn's events span its idle gaps too, as a wall clock would."""
+    import statistics
     import torch
     import torch.distributed as dist
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
-    dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(iters):
+    times = []
+    for _ in range(samples):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        dist.barrier()
+        torch.cuda.synchronize()
+        start.record()
         fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / iters * 1e6
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
 
 
 def _slowest(us: float) -> float:
