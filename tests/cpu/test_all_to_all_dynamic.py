@@ -492,7 +492,8 @@ def test_bench_moe_cli_parsing():
 
 def test_bench_moe_times_median_of_event_samples(monkeypatch):
     """`bench moe`'s timer: warm-up calls untimed, then one call a sample between CUDA events after a
-    barrier, the median of the samples in microseconds (not the mean: one slow sample moves nothing)."""
+    barrier and a GPU sleep (the launch enqueued before the start), the median of the samples in
+    microseconds (not the mean: one slow sample moves nothing)."""
     from quickreduce.cli import moe_bench
     elapsed_ms = iter([0.010, 0.011, 0.500, 0.012, 0.013])  # one outlier among five samples
     log = []
@@ -513,7 +514,8 @@ def test_bench_moe_times_median_of_event_samples(monkeypatch):
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(torch.distributed, "barrier", lambda *a, **k: log.append("barrier"))
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append("sleep"), raising=False)
     us = moe_bench._time(lambda: log.append("call"), samples=5, warmup=2)
     assert us == pytest.approx(12.0)  # the median of 10, 11, 500, 12, 13 us
     assert log[:2] == ["call", "call"]  # the warm-up, untimed
-    assert log[2:] == ["barrier", "record", "call", "record"] * 5
+    assert log[2:] == ["barrier", "sleep", "record", "call", "record"] * 5

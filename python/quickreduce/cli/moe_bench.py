@@ -20,7 +20,8 @@ Two parts (``--part``):
   graphs, message sizes 8 KB to 256 MB a rank.
 
 Timing: the median of ``--iters`` samples, each one layer (a2a: one replay of a graph of up to 20
-calls, per call) after a barrier and between CUDA events; the slowest rank's median is reported.
+calls, per call) after a barrier and between CUDA events, the GPU kept busy while the host launches it;
+the slowest rank's median is reported.
 Writes one CSV (``--csv``), one row per measurement.
 """
 from __future__ import annotations
@@ -245,11 +246,13 @@ class Layer:
 
 def _time(fn, samples: int, warmup: int) -> float:
     """This rank's median microseconds of fn() over `samples` calls, each after a barrier and between
-    CUDA events, after `warmup` untimed calls (the project's timing rule: harness._time_graph).
+    CUDA events, after `warmup` untimed calls (the project's timing rule: harness._time_graph). The GPU
+    sleeps before the start event, so the host has enqueued the call (a graph's launch) when it starts.
     A host-synced fn's events span its idle gaps too, as a wall clock would."""
     import statistics
     import torch
     import torch.distributed as dist
+    from .harness import SLEEP_CYCLES
     for _ in range(warmup):
         fn()
     times = []
@@ -258,6 +261,8 @@ def _time(fn, samples: int, warmup: int) -> float:
         torch.cuda.synchronize()
         dist.barrier()
         torch.cuda.synchronize()
+        if hasattr(torch.cuda, "_sleep"):
+            torch.cuda._sleep(SLEEP_CYCLES)
         start.record()
         fn()
         end.record()
