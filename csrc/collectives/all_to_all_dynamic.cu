@@ -10,7 +10,7 @@
 
 namespace qr {
 
-int resident_blocks(const void* kernel, int threads);  // dispatch.cu
+int crossing_blocks(const void* kernel, int* threads);  // dispatch.cu
 
 cudaError_t launch_exchange_dynamic(const ExchangeArgs& args, DType dtype, CodecId codec, int threads,
                                     cudaStream_t stream) {
@@ -20,12 +20,9 @@ cudaError_t launch_exchange_dynamic(const ExchangeArgs& args, DType dtype, Codec
     auto kernel = exchange_kernel<Codec, decltype(d)::value, true>;
     // The sizes are known only in the kernel: a grid every rank computes alike (launch_exchange's
     // rule for uneven all-to-alls).
-    const int limit = std::min(resident_blocks(reinterpret_cast<const void*>(kernel), threads), kExchangeMaxBlocks);
-    int device = 0, sms = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    const int blocks = std::max(1, std::min(limit, 2 * sms));
-    return launch_maybe_pdl(kernel, dim3(blocks), dim3(threads), args, args.pdl, stream);
+    int cta_threads = threads;
+    const int blocks = crossing_blocks(reinterpret_cast<const void*>(kernel), &cta_threads);
+    return launch_maybe_pdl(kernel, dim3(blocks), dim3(cta_threads), args, args.pdl, stream);
   });
 }
 

@@ -119,6 +119,18 @@ int resident_blocks(const void* kernel, int threads) {
   return cache.back().blocks;
 }
 
+// The grid of an exchange whose sizes cross: two CTAs an SM, the same for either CTA size (ranks may
+// launch it with different ones), so CTA c of every rank takes the same share. A 512-thread CTA whose
+// two an SM do not fit runs at 256 threads.
+int crossing_blocks(const void* kernel, int* threads) {
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const int blocks = std::max(1, std::min({resident_blocks(kernel, kCrossingLanes), 2 * sms, kExchangeMaxBlocks}));
+  if (*threads != kCrossingLanes && resident_blocks(kernel, *threads) < blocks) *threads = kCrossingLanes;
+  return blocks;
+}
+
 cudaError_t launch_exchange(const ExchangeArgs& args, DType dtype, CodecId codec, int threads, cudaStream_t stream) {
   return dispatch_codec_any_dtype(codec, dtype, [&](auto codec_t, auto d) {
     // The lossless packing is the all-reduce's; here its values travel as the passthrough's (the same bits).
@@ -130,10 +142,7 @@ cudaError_t launch_exchange(const ExchangeArgs& args, DType dtype, CodecId codec
       const size_t slices = (size_t(args.even_count) + size_t(threads) * kLaneValues - 1) / (size_t(threads) * kLaneValues);
       blocks = int(std::clamp(slices, size_t(1), size_t(limit)));
     } else {  // the sizes are known only in the kernel: a grid every rank computes alike
-      int device = 0, sms = 0;
-      cudaGetDevice(&device);
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-      blocks = std::min(limit, 2 * sms);
+      blocks = crossing_blocks(reinterpret_cast<const void*>(kernel), &threads);
     }
     return launch(kernel, blocks, threads, args, stream);
   });

@@ -127,6 +127,9 @@ struct ControlBlock {
 // Most CTAs an exchange launch may have (size rows are per CTA): more than fit at once on any GPU
 // we target at 128 threads.
 constexpr int kExchangeMaxBlocks = 2048;
+// Lanes of a slice of an all-to-all whose sizes cross, at any CTA size (exchange.cuh): 256 or 512
+// threads, chosen by each rank for itself.
+constexpr int kCrossingLanes = 256;
 // One rank's send sizes for one call, as a peer's CTA receives them (uneven all-to-all).
 struct SizeRow {
   uint32_t count[kMaxWorldSize];  // values the sender sends each rank (dynamic all-to-all: rows)

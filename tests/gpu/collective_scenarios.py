@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 import quickreduce as qr
 from quickreduce import _C
+from quickreduce.collectives import DTYPE_IDS
 
 import harness  # noqa: E402  (tests/gpu is on sys.path)
 from scenarios import same_everywhere, same_on_all_ranks  # noqa: E402
@@ -127,6 +128,48 @@ def uneven_all_to_all(rank, world_size):
                 splits = (rows * row).tolist()
                 res[f"trial {trial} row {row} {dname}/{codec}"] = same_values(
                     out.reshape(-1), twin_all_to_all(xs, dname, codec, splits, rank))
+    comm.close()
+    return res
+
+
+def mixed_cta_all_to_all(rank, world_size):
+    """An all-to-all with split sizes whose ranks run different CTA sizes (each host picks its own: 512
+    threads move two slices at a time, 256 one): every mix, segments of odd slice counts (a pass with
+    one slice), bit-exact with the twin, and the automatic choice (16 MB a rank) beside 256-thread peers."""
+    res = {}
+    W = world_size
+    comm = qr.Communicator(max_size=64 << 20)
+    stream = torch.cuda.current_stream().cuda_stream
+    rng = np.random.default_rng(11)  # the same matrices on every rank
+    mixes = {"all 256": [256] * W, "all 512": [512] * W, "even ranks 512": [512 if r % 2 == 0 else 256 for r in range(W)],
+             "rank 0 at 256": [256] + [512] * (W - 1)}
+    for trial in range(3):
+        # values a segment: up to ~7 slices of 2048 values, some a slice plus a few values, some empty
+        vals = rng.integers(0, 7 * 2048, size=(W, W))
+        vals[0, W - 1] = 2048 * 3 + 5
+        vals[W - 1, 0] = 0
+        for dname, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+            xs = [rank_inputs(7100 + trial * 17 + r, int(vals[r].sum()), dtype, 1)[0] for r in range(W)]
+            for codec in ("fp16", "fp8", "int4"):  # (fp16: the exact passthrough, any dtype)
+                want = twin_all_to_all(xs, dname, codec, vals.tolist(), rank)
+                for mix, threads in mixes.items():
+                    out = torch.empty(int(vals[:, rank].sum()), dtype=dtype, device="cuda")
+                    comm._c.exchange(_C.EXCHANGE_ALL_TO_ALL, xs[rank].data_ptr(), out.data_ptr(), DTYPE_IDS[dtype],
+                                     qr.codecs.codec_id(codec), vals[rank].tolist(), vals[:, rank].tolist(), stream,
+                                     threads=threads[rank])
+                    torch.cuda.synchronize()
+                    comm.check()
+                    res[f"trial {trial} {dname}/{codec} {mix}"] = same_values(out, want)
+    # The automatic choice: rank 0 sends 16 MB (512 threads), the others a little (256).
+    row = 4096
+    rows = [[(2048 // W if s == 0 else 3) + d for d in range(W)] for s in range(W)]  # rank 0: >= 2048 rows of 8 KB
+    xs = [rank_inputs(7300 + r, sum(rows[r]) * row, torch.bfloat16, 1)[0] for r in range(W)]
+    out = comm.all_to_all(xs[rank].view(-1, row), codec="fp16", input_split_sizes=rows[rank],
+                          output_split_sizes=[rows[s][rank] for s in range(W)])
+    torch.cuda.synchronize()
+    comm.check()
+    res["automatic: rank 0 at 512, the others at 256"] = same_values(
+        out.reshape(-1), twin_all_to_all(xs, "bf16", "fp16", [[c * row for c in r] for r in rows], rank))
     comm.close()
     return res
 

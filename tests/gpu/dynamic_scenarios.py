@@ -128,6 +128,25 @@ def dynamic_vs_host_sized(rank, world_size):
                     elif row != 1 or mi < 2:
                         want, _ = twin_rows(xs, dname, codec, counts, rank, [W * rows] * W)
                         res[f"== twin {tag}"] = same_bits(out[:n], want)
+    # Ranks of different CTA sizes in one call: rank 0's capacity of 16 MB runs it at 512 threads, the
+    # others' small ones at 256 (each host picks by its own bytes; the slices are the same).
+    row, rows = 4096, 6
+    counts = count_matrices(rng, W, rows)[0]
+    g = torch.Generator(device="cuda").manual_seed(4242)
+    xs = [torch.randn(rows, row, generator=g, device="cuda").to(torch.bfloat16) for _ in range(W)]
+    n = sum(counts[s][rank] for s in range(W))
+    for codec in ("fp16", "fp8", "int4"):
+        capacity = (16 << 20) // (row * 2) if rank == 0 else W * rows
+        out = torch.full((capacity, row), SENTINEL, dtype=torch.bfloat16, device="cuda")
+        recv = torch.full((W,), -1, dtype=torch.int32, device="cuda")
+        comm.all_to_all_dynamic(xs[rank], torch.tensor(counts[rank], dtype=torch.int32, device="cuda"), out, recv,
+                                codec=codec)
+        host = comm.all_to_all(xs[rank][:sum(counts[rank])], codec=codec, input_split_sizes=counts[rank],
+                               output_split_sizes=[counts[s][rank] for s in range(W)])
+        torch.cuda.synchronize()
+        comm.check()
+        res[f"mixed CTA sizes {codec}: == host-sized"] = same_bits(out[:n], host.view(-1, row))
+        res[f"mixed CTA sizes {codec}: tail untouched"] = None if bool((out[n:] == SENTINEL).all()) else "written"
     comm.close()
     return res
 

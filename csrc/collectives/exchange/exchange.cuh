@@ -44,6 +44,10 @@ template <class Wire>
 constexpr size_t kExchangeStageBytes = SliceLayout<Wire>::make(size_t(kTwoShotMaxThreads) * kLaneValues).total;
 template <class Wire>
 constexpr int kExchangeStageSlots = kExchangeStageBytes<Wire> > 8192 ? 2 : 4;
+// A paired CTA stages two slices of kCrossingLanes lanes in one slot.
+template <class Wire>
+constexpr bool kStageHoldsPair =
+    2 * SliceLayout<Wire>::make(size_t(kCrossingLanes) * kLaneValues).total <= kExchangeStageBytes<Wire>;
 
 // Records bad dynamic all-to-all counts (the first report wins; never after a timeout's). It sets
 // no abort word: the call and later calls run on, without the bad counts.
@@ -75,6 +79,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   constexpr bool kRotated = kIsRotated<Codec>;
   constexpr size_t kStage = kExchangeStageBytes<Wire>;
   constexpr int kSlots = kExchangeStageSlots<Wire>;
+  static_assert(kStageHoldsPair<Wire>, "a stage slot must hold two crossing slices");
   __shared__ alignas(128) uint8_t s_stage[kSlots * kStage];
   __shared__ uint32_t s_count[kMaxWorldSize][kMaxWorldSize];  // [src][dst]: values in that segment
   __shared__ size_t s_base_out[kMaxWorldSize];  // where my slots start in rank d's xc_data
@@ -236,7 +241,15 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   // S is a power of two (128-512 threads) and every count of slices fits 32 bits, so the plan takes
   // shifts and 32-bit divisions: with 64-bit divisions (a software loop each, ~30 of them a thread)
   // this step took ~7000 cycles of CTA 0 on 4x H100, as long as the small call's data movement.
-  const uint32_t S = blockDim.x * kLaneValues;
+  // An all-to-all whose sizes cross cuts slices of kCrossingLanes lanes at any CTA size, so the ranks
+  // of one call may launch it with different CTA sizes (each host picks by its own bytes: 512 threads
+  // fill an SM's register file for a large call, 256 leave room for the next call's CTAs under PDL);
+  // a 512-thread CTA then moves two slices at a time, one a half (its `half`, `slice_lane`).
+  const bool paired = a.sizes_cross && blockDim.x == 2 * kCrossingLanes;
+  const uint32_t per_pass = paired ? 2u : 1u;
+  const int half = paired ? lane / kCrossingLanes : 0;
+  const int slice_lane = paired ? lane % kCrossingLanes : lane;
+  const uint32_t S = (a.sizes_cross ? kCrossingLanes : blockDim.x) * kLaneValues;
   const int s_log = __ffs(int(S)) - 1;
   const auto sl = SliceLayout<Wire>::make(S);
   auto slices = [&](int s, int d) { return uint32_t((uint64_t(s_count[s][d]) + S - 1) >> s_log); };
@@ -295,21 +308,23 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
 
   timers.mark(ExchangeMark::kPlan);
   const bool vec = a.aligned;
-  const size_t lane_at = size_t(lane) * kLaneValues;
+  const size_t lane_at = size_t(slice_lane) * kLaneValues;
   // Values of my lane of slice i that lie inside a segment of n values.
   auto valid_in = [&](size_t i, uint32_t n) { return ptrdiff_t(n) - ptrdiff_t(i * S + lane_at); };
   uint8_t* local = a.workspaces[me];
 
   uint32_t staged = 0;
-  // Stages my lane of a slice and lets thread 0 copy it to n_dests destinations (dest(j)).
-  auto send_slice = [&](const Packed& p, uint16_t scale, int n_dests, auto dest) {
+  // Stages my lane of a slice (paired: my half's slice, the first n_slices halves having one) and
+  // lets thread 0 copy slice k of the stage to n_dests destinations (dest(k, j)).
+  auto send_slices = [&](const Packed& p, uint16_t scale, int n_slices, int n_dests, auto dest) {
     uint8_t* stage = s_stage + (staged % kSlots) * kStage;
-    IO::store(stage, sl, lane, p, scale);
+    if (half < n_slices) IO::store(stage + half * sl.total, sl, slice_lane, p, scale);
     fence_proxy_async_shared();
     if (lane == 0) bulk_wait_read<kSlots - 2>();  // frees the slot the next slice uses
     __syncthreads();
     if (lane == 0) {
-      for (int j = 0; j < n_dests; ++j) bulk_store(dest(j), stage, uint32_t(sl.total));
+      for (int k = 0; k < n_slices; ++k)
+        for (int j = 0; j < n_dests; ++j) bulk_store(dest(k, j), stage + k * sl.total, uint32_t(sl.total));
       bulk_commit();
     }
     ++staged;
@@ -334,27 +349,30 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         const uint16_t scale = IO::encode_keep(v, p);  // v: what every receiver decodes
         if constexpr (kRotated) unrotate_lane(v);
         store_values<T>(a.out, a.recv_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
-        send_slice(p, scale, W - 1, [&](int j) { return slot_at(rank_after(me, 1 + j, W), i); });
+        send_slices(p, scale, 1, W - 1, [&](int, int j) { return slot_at(rank_after(me, 1 + j, W), i); });
       }
       return;
     }
-    // The k-th slice of every destination's group in turn, so the copies in flight go to all peers.
+    // The k-th slice of every destination's group in turn, so the copies in flight go to all peers
+    // (paired: slices k and k + 1, one a half).
     const uint32_t span = span_of(s_out_share, g);
-    for (uint32_t k = 0; k < span; ++k) {
+    for (uint32_t k = 0; k < span; k += per_pass) {
       for (int j = 1; j < W; ++j) {
         const int d = rank_after(me, j, W);
         const Share h = s_out_share[d];
-        const size_t i = first_of(h, g) + k;
-        if (i >= end_of(h, g)) continue;
+        const size_t first = first_of(h, g) + k, end = end_of(h, g);
+        if (first >= end) continue;
+        const int n_slices = end - first < per_pass ? int(end - first) : int(per_pass);
+        const size_t i = first + half;  // past the end (a paired half without a slice): nothing loaded
         float v[kLaneValues];
         Packed p;
-        load_values<T>(a.in, send_at(d) + i * S + lane_at, valid_in(i, send_n(d)), vec, v);
+        load_values<T>(a.in, send_at(d) + i * S + lane_at, half < n_slices ? valid_in(i, send_n(d)) : 0, vec, v);
         if constexpr (kRotated) rotate_lane(v);
         const uint16_t scale = IO::encode(v, p);
-        send_slice(p, scale, 1, [&](int) { return slot_at(d, i); });
+        send_slices(p, scale, n_slices, 1, [&](int k2, int) { return slot_at(d, first + k2); });
       }
       const Share h = s_out_share[me];
-      const size_t i = first_of(h, g) + k;
+      const size_t i = first_of(h, g) + k + half;
       if (kind == ExchangeKind::kAllToAll && i < end_of(h, g)) {  // my own segment: decoded payload
         const uint32_t n = send_n(me);
         float v[kLaneValues];
@@ -401,7 +419,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     if (s_failed) return false;
     auto decode_from = [&](int s, size_t i, float v[kLaneValues]) {
       Packed p;
-      const uint16_t scale = IO::load(local + a.layout.xc_data + s_base_in[s] + i * sl.total, sl, lane, p, nullptr);
+      const uint16_t scale = IO::load(local + a.layout.xc_data + s_base_in[s] + i * sl.total, sl, slice_lane, p, nullptr);
       IO::decode(p, scale, v);
     };
     if (kind == ExchangeKind::kReduceScatter) {  // every source's segment has my block's size
@@ -426,7 +444,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       return true;
     }
     const uint32_t span = span_of(s_in_share, g);
-    for (uint32_t k = 0; k < span; ++k) {
+    for (uint32_t k = half; k < span; k += per_pass) {  // (paired: the halves apart, no barrier here)
       for (int j = 1; j < W; ++j) {
         const int s = rank_after(me, j, W);
         const Share h = s_in_share[s];

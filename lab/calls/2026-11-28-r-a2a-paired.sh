@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ready for the next session, 2 or 4 GPUs, NEVER GPU-RUN: the all-to-all whose sizes cross with CTA sizes chosen per
+# 4 GPUs (asked nvidia-h100-x4, 2026-11-28): the all-to-all whose sizes cross with CTA sizes chosen per
 # rank (lab/wip/a2a-paired-ctas.patch, wheel .wheels/pair-ext built 2026-11-28 from main 7196daa + the patch).
 # Slices are 256 lanes at any CTA size, so ranks may differ; a 512-thread CTA moves two slices at a time (one a
 # half); each host picks 512 from 16 MB of its own bytes (host-sized: max(in, out); dynamic: max(in rows, capacity)).
