@@ -519,3 +519,36 @@ def test_bench_moe_times_median_of_event_samples(monkeypatch):
     assert us == pytest.approx(12.0)  # the median of 10, 11, 500, 12, 13 us
     assert log[:2] == ["call", "call"]  # the warm-up, untimed
     assert log[2:] == ["barrier", "sleep", "record", "call", "record"] * 5
+
+
+def test_bench_moe_a2a_timer_alternates_its_calls(monkeypatch):
+    """The a2a part times the dynamic and the host-sized graphs in turns, sample by sample (so a slow
+    stretch of the machine lands on both, not on one), each its own median."""
+    from quickreduce.cli import moe_bench
+    elapsed_ms = iter([0.020, 0.010, 0.021, 0.011, 0.900, 0.500, 0.022, 0.012])
+    log = []
+
+    class FakeEvent:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+
+        def record(self):
+            log.append("record")
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return next(elapsed_ms)
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.distributed, "barrier", lambda *a, **k: log.append("barrier"))
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append("sleep"), raising=False)
+    dyn_us, host_us = moe_bench._time_alternating([lambda: log.append("dyn"), lambda: log.append("host")],
+                                                  samples=4, warmup=1)
+    assert dyn_us == pytest.approx(21.5)  # the median of 20, 21, 900, 22 us
+    assert host_us == pytest.approx(11.5)  # the median of 10, 11, 500, 12 us
+    assert log[:2] == ["dyn", "host"]  # the warm-up, untimed
+    one = ["barrier", "sleep", "record"]
+    assert log[2:] == (one + ["dyn", "record"] + one + ["host", "record"]) * 4

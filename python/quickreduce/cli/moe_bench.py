@@ -19,8 +19,9 @@ Two parts (``--part``):
 - ``a2a``: one all_to_all_dynamic against the host-sized all_to_all at the same counts, both in CUDA
   graphs, message sizes 8 KB to 256 MB a rank.
 
-Timing: the median of ``--iters`` samples, each one layer (a2a: one replay of a graph of up to 20
-calls, per call) after a barrier and between CUDA events, the GPU kept busy while the host launches it;
+Timing: the median of ``--iters`` samples, each one layer, after a barrier and between CUDA events,
+the GPU kept busy while the host launches it (a2a: 10 samples, each one replay of a graph of
+``--iters`` calls, at most 20, per call; the dynamic and the host-sized graphs take turns);
 the slowest rank's median is reported.
 Writes one CSV (``--csv``), one row per measurement.
 """
@@ -245,30 +246,39 @@ class Layer:
 
 
 def _time(fn, samples: int, warmup: int) -> float:
-    """This rank's median microseconds of fn() over `samples` calls, each after a barrier and between
-    CUDA events, after `warmup` untimed calls (the project's timing rule: harness._time_graph). The GPU
-    sleeps before the start event, so the host has enqueued the call (a graph's launch) when it starts.
-    A host-synced fn's events span its idle gaps too, as a wall clock would."""
+    """This rank's median microseconds of fn() over `samples` calls (`_time_alternating` of one)."""
+    return _time_alternating([fn], samples, warmup)[0]
+
+
+def _time_alternating(fns, samples: int, warmup: int) -> list:
+    """This rank's median microseconds of each of fns over `samples` calls, each after a barrier and
+    between CUDA events, after `warmup` untimed calls (the project's timing rule: harness._time_graph).
+    The fns take turns sample by sample, so a slow stretch of the machine falls on all of them, not on
+    one (their ratio is what the a2a part reports). The GPU sleeps before the start event, so the host
+    has enqueued the call (a graph's launch) when it starts. A host-synced fn's events span its idle
+    gaps too, as a wall clock would."""
     import statistics
     import torch
     import torch.distributed as dist
     from .harness import SLEEP_CYCLES
-    for _ in range(warmup):
-        fn()
-    times = []
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times = [[] for _ in fns]
     for _ in range(samples):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        dist.barrier()
-        torch.cuda.synchronize()
-        if hasattr(torch.cuda, "_sleep"):
-            torch.cuda._sleep(SLEEP_CYCLES)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+        for fn, fn_times in zip(fns, times):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            dist.barrier()
+            torch.cuda.synchronize()
+            if hasattr(torch.cuda, "_sleep"):
+                torch.cuda._sleep(SLEEP_CYCLES)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            fn_times.append(start.elapsed_time(end) * 1e3)
+    return [statistics.median(t) for t in times]
 
 
 def _slowest(us: float) -> float:
@@ -374,17 +384,19 @@ def run_a2a(comm, cfg: Config, device: str) -> list[dict]:
             def host():
                 comm.all_to_all(x, out=out_h, codec="bf16", output_split_sizes=recv_list, input_split_sizes=counts)
 
-            times = {}
             try:
-                for name, fn in (("dynamic", dyn), ("host", host)):
+                graphs = []
+                for fn in (dyn, host):
                     fn()
                     torch.cuda.synchronize()
-                    g = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(g):
+                    graphs.append(torch.cuda.CUDAGraph())
+                    with torch.cuda.graph(graphs[-1]):
                         for _ in range(calls):
                             fn()
-                    times[name] = _slowest(_time(g.replay, 10, 2) / calls)
-                    del g
+                # Dynamic and host-sized take turns, so their ratio does not see the machine's drift.
+                dyn_us, host_us = _time_alternating([g.replay for g in graphs], 10, 2)
+                times = {"dynamic": _slowest(dyn_us / calls), "host": _slowest(host_us / calls)}
+                del graphs
                 comm.check()
                 n = sum(recv_list)
                 same = torch.equal(out_d[:n].view(torch.int16), out_h.view(torch.int16))
