@@ -50,7 +50,7 @@ int exchange_threads(ExchangeKind kind, size_t n) {
   return largest_cta_for_tiles(n, 264);
 }
 
-// Bytes from which an all-to-all whose sizes cross runs 512-thread CTAs (two slices at a time), each
+// Bytes from which an all-to-all whose sizes cross uses 512-thread CTAs (two slices at a time), each
 // rank choosing by its own bytes (the kernel's slices are the same at either size): 4x H100, bf16, 512
 // threads moved 32-256 MB a rank 4-13% faster than 256, and back-to-back calls of 32 KB-2 MB 3-6 us
 // slower (two 512-thread CTAs an SM leave the next call's CTAs no room to start early under PDL).
@@ -313,7 +313,7 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
     threads = args.sizes_cross ? crossing_threads(std::max(in_values, out_values) * elem) : exchange_threads(kind, send_counts[0]);
   if (threads != 128 && threads != 256 && threads != 512) throw std::invalid_argument("exchange threads must be 128, 256 or 512");
   if (args.sizes_cross && threads != kCrossingLanes && threads != 2 * kCrossingLanes)
-    throw std::invalid_argument("an all-to-all with split sizes runs 256 or 512 threads");
+    throw std::invalid_argument("an all-to-all with split sizes takes 256 or 512 threads");
   // Ranks of an all-to-all whose sizes cross may run different CTA sizes (the same slices): its
   // signature names the slice's lanes.
   args.signature = exchange_signature(kind, args.sizes_cross ? 0 : send_counts[0], dtype, codec,
