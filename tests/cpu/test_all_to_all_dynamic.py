@@ -490,13 +490,11 @@ def test_bench_moe_cli_parsing():
             moe_bench.config_from(moe_bench.build_parser().parse_args(bad))
 
 
-def test_bench_moe_times_median_of_event_samples(monkeypatch):
-    """`bench moe`'s timer: warm-up calls untimed, then one call a sample between CUDA events after a
-    barrier and a GPU sleep (the launch enqueued before the start), the median of the samples in
-    microseconds (not the mean: one slow sample moves nothing)."""
-    from quickreduce.cli import moe_bench
-    elapsed_ms = iter([0.010, 0.011, 0.500, 0.012, 0.013])  # one outlier among five samples
+def _fake_cuda_timing(monkeypatch, elapsed_ms):
+    """CUDA events that return `elapsed_ms` in turn, and a barrier, GPU sleep and event records that
+    are logged; returns the log."""
     log = []
+    elapsed = iter(elapsed_ms)
 
     class FakeEvent:
         def __init__(self, enable_timing=False):
@@ -509,12 +507,21 @@ def test_bench_moe_times_median_of_event_samples(monkeypatch):
             pass
 
         def elapsed_time(self, end):
-            return next(elapsed_ms)
+            return next(elapsed)
 
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(torch.distributed, "barrier", lambda *a, **k: log.append("barrier"))
     monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append("sleep"), raising=False)
+    return log
+
+
+def test_bench_moe_times_median_of_event_samples(monkeypatch):
+    """`bench moe`'s timer: warm-up calls untimed, then one call a sample between CUDA events after a
+    barrier and a GPU sleep (the launch enqueued before the start), the median of the samples in
+    microseconds (not the mean: one slow sample moves nothing)."""
+    from quickreduce.cli import moe_bench
+    log = _fake_cuda_timing(monkeypatch, [0.010, 0.011, 0.500, 0.012, 0.013])  # one outlier among five samples
     us = moe_bench._time(lambda: log.append("call"), samples=5, warmup=2)
     assert us == pytest.approx(12.0)  # the median of 10, 11, 500, 12, 13 us
     assert log[:2] == ["call", "call"]  # the warm-up, untimed
@@ -525,26 +532,7 @@ def test_bench_moe_a2a_timer_alternates_its_calls(monkeypatch):
     """The a2a part times the dynamic and the host-sized graphs in turns, sample by sample (so a slow
     stretch of the machine lands on both, not on one), each its own median."""
     from quickreduce.cli import moe_bench
-    elapsed_ms = iter([0.020, 0.010, 0.021, 0.011, 0.900, 0.500, 0.022, 0.012])
-    log = []
-
-    class FakeEvent:
-        def __init__(self, enable_timing=False):
-            assert enable_timing
-
-        def record(self):
-            log.append("record")
-
-        def synchronize(self):
-            pass
-
-        def elapsed_time(self, end):
-            return next(elapsed_ms)
-
-    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
-    monkeypatch.setattr(torch.distributed, "barrier", lambda *a, **k: log.append("barrier"))
-    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append("sleep"), raising=False)
+    log = _fake_cuda_timing(monkeypatch, [0.020, 0.010, 0.021, 0.011, 0.900, 0.500, 0.022, 0.012])
     dyn_us, host_us = moe_bench._time_alternating([lambda: log.append("dyn"), lambda: log.append("host")],
                                                   samples=4, warmup=1)
     assert dyn_us == pytest.approx(21.5)  # the median of 20, 21, 900, 22 us
