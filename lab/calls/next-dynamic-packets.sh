@@ -6,8 +6,8 @@
 # Expectation (lab/NOTES.md session 26): the bounded call at 8 KB-2 MB a rank ~4-7 us on 4x H100 (the slice path
 # ~25 us, the even packet all-to-all ~4-6 us) and ~3-5 us on 2x H100 (slice path ~15 us); outputs bitwise equal to the
 # host-sized call. Tests first: every dynamic scenario (the packet path's own: dynamic_packets; bad counts with
-# max_rows), then compute-sanitizer at W = 2, W = 8 on one shared GPU, then `bench moe --part a2a` (its
-# dynamic_packets_us column). Carry .wheels/packets-ext.
+# max_rows), then `bench moe --part a2a` (its dynamic_packets_us column) and the layer at 1-32 tokens (qr_bounded:
+# max_rows = tokens * k), then compute-sanitizer at W = 2 and W = 8 on one shared GPU. Carry .wheels/packets-ext.
 set -uo pipefail
 DEVICE_LOG=call.log source lab/scripts/device_lib.sh
 SECONDS=0
@@ -20,6 +20,9 @@ grep -q " passed" $OUT/tests.log && ! grep -qE "[1-9][0-9]* failed" $OUT/tests.l
 timeout 60 python3 -m quickreduce.cli bench moe --no-multicast --gpus $gpus --part a2a --a2a-sizes 8K,32K,128K,512K,2M \
   --iters 20 --timeout 55 --csv $OUT/a2a.csv > $OUT/a2a.log 2>&1
 echo "a2a: exit $? [$SECONDS s]"; grep -E "^a2a" $OUT/a2a.log
+timeout 90 python3 -m quickreduce.cli bench moe --no-multicast --gpus $gpus --part layer --tokens 1,8,32 \
+  --methods qr_graph,qr_bounded,nccl --iters 20 --timeout 85 --csv $OUT/layer.csv > $OUT/layer.log 2>&1
+echo "layer: exit $? [$SECONDS s]"; grep -E "qr_graph |qr_bounded|nccl" $OUT/layer.log | head -40
 san() {  # tool gpus log scenarios
   CUDA_VISIBLE_DEVICES=$2 QR_TEST_WORLD_SIZE=2 QR_TEST_SCENARIOS=$4 QR_DYNAMIC_REPLAYS=20 \
     timeout 200 compute-sanitizer --tool $1 --target-processes all --report-api-errors no python3 -m pytest -q -s \
