@@ -23,6 +23,17 @@ __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* addr) {
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
   return v;
 }
+// Release to several peers: one fence, then a relaxed store to each. st.release per store puts a
+// system fence before every store, and each fence waits for the previous peer's store to be
+// acknowledged over NVLink: W - 1 round trips in a row where this pays one (PTX: a fence.acq_rel
+// followed by a strong store is a release pattern).
+__device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+__device__ __forceinline__ void st_relaxed_sys(uint32_t* addr, uint32_t v) {
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_relaxed_sys(uint64_t* addr, uint64_t v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(addr), "l"(v) : "memory");
+}
 __device__ __forceinline__ void st_volatile_u64(uint64_t* addr, uint64_t v) {
   asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(addr), "l"(v) : "memory");
 }

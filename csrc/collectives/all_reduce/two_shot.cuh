@@ -185,8 +185,9 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, (kTwoShotCtasPerSm<Codec, 
     if (lane == 0) {
       bulk_wait_all();
       fence_proxy_async_global();
+      fence_acq_rel_sys();  // one fence for every peer's flag (primitives.cuh)
       for (int j = 1; j < W; ++j) {
-        st_release_sys(reinterpret_cast<uint64_t*>(a.workspaces[rank_after(j)] + region) + t * W + me,
+        st_relaxed_sys(reinterpret_cast<uint64_t*>(a.workspaces[rank_after(j)] + region) + t * W + me,
                        flag_word(epoch, a.signature));
       }
     }

@@ -390,12 +390,13 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     if (lane != 0) return;
     bulk_wait_all();
     fence_proxy_async_global();
+    fence_acq_rel_sys();  // one fence for every peer's flag (primitives.cuh)
     for (int j = 1; j < W; ++j) {
       const int d = rank_after(me, j, W);
       const Share h = s_out_share[d];
       const size_t first = first_of(h, g);
       if (first < end_of(h, g))
-        st_release_sys(reinterpret_cast<uint64_t*>(a.workspaces[d] + a.layout.xc_flags) + first * W + me,
+        st_relaxed_sys(reinterpret_cast<uint64_t*>(a.workspaces[d] + a.layout.xc_flags) + first * W + me,
                        flag_word(epoch, a.signature));
     }
   };
@@ -477,8 +478,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       timers.mark_last();
       ctrl->exchange_finished = 0;
       ctrl->exchange_epoch = epoch;
-      __threadfence_system();
-      for (int j = 1; j < W; ++j) st_release_sys(&peer_ctrl(rank_after(me, j, W))->exchange_done_by[me], epoch);
+      __threadfence_system();  // one fence for every peer's word (primitives.cuh: st_relaxed_sys)
+      for (int j = 1; j < W; ++j) st_relaxed_sys(&peer_ctrl(rank_after(me, j, W))->exchange_done_by[me], epoch);
     }
   }
   timers.mark(ExchangeMark::kEnd);
