@@ -82,8 +82,12 @@ constexpr int kTwoShotGroups = 16;  // most groups the automatic rule picks (exp
 // CTA pushes three groups' worth, then one group per ~16 KB pushed for passthrough (little work per
 // byte) and per ~24 KB for the codecs, at most kTwoShotGroups; on 4x H200 and 4x H100 counted per
 // peer as well.
-QR_HD constexpr size_t two_shot_auto_groups(size_t push_bytes, bool passthrough) {
-  const size_t per_group = size_t(passthrough ? 16 : 24) << 10;
+// The scaled codecs' two-shot at 4 GPUs (fine_groups) takes a group per ~8 KB: with one fence an announce
+// (primitives.cuh) a handshake got cheap enough that int4 at 256 MB ran 4 groups 5% faster than 1 and at
+// 1 GiB 16 groups 4% faster than 6, fp8 at 256 MB 8-16 groups 8% faster than 3, while at 64 MB the 1-2
+// groups this gives stayed best (4x H100, 2026-11-28). The lossless codec kept 24 KB (more groups: slower).
+QR_HD constexpr size_t two_shot_auto_groups(size_t push_bytes, bool passthrough, bool fine_groups = false) {
+  const size_t per_group = size_t(passthrough ? 16 : fine_groups ? 8 : 24) << 10;
   if (push_bytes < 3 * per_group) return 1;
   const size_t n = (push_bytes + per_group / 2) / per_group;
   return n < size_t(kTwoShotGroups) ? n : size_t(kTwoShotGroups);

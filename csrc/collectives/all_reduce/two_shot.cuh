@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, (kTwoShotCtasPerSm<Codec, 
   // group than in the 5-6 its bytes to all peers gave; W = 2 is unchanged (one peer).
   const size_t push_bytes = my_tiles * sl.total;
   const size_t n_groups = a.groups > 0 ? size_t(a.groups)
-                                       : two_shot_auto_groups(push_bytes, kPassthrough);
+                                       : two_shot_auto_groups(push_bytes, kPassthrough, Codec::kScaled && W == 4);
   const size_t per_group = my_tiles ? (my_tiles + n_groups - 1) / n_groups : 1;
   const size_t groups = (my_tiles + per_group - 1) / per_group;
   auto tile_of = [&](size_t g, size_t i) { return tile_base + g * per_group + i; };
