@@ -15,6 +15,7 @@
 #                   one line per (bytes, skew), each variant's dynamic/host-sized us side by side
 #   moe_ab PART CSV T A B [ARGS...]   A B A B runs of `bench moe --part PART ARGS` (timeout T s each) with the
 #                   wheels A and B, each appended to CSV with its variant as a first column (for ab_a2a / ab_layer)
+#   publish_w4                tune + all-reduce bench + e2e 70B TP4 + family on 4 GPUs (after peers and use)
 #   ab_layer CSV V...         `bench moe --part layer` CSVs likewise: one line per (model, tokens, skew, method) for
 #                   qr_graph and nccl, each variant's us side by side
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -100,4 +101,24 @@ moe_ab() {
       --timeout $((t - 5)) "$@" --csv /tmp/moe-ab.csv > /tmp/moe-ab.log 2>&1
     echo "moe $part $v: exit $? [$SECONDS s]"; sed "s/^/$v,/" /tmp/moe-ab.csv >> "$csv"; cat /tmp/moe-ab.log >> "$L"
   done
+}
+# publish_w4: what a 4-GPU republish runs (2026-11-27 call l, 2026-11-28 calls ab / ag): tune -> $OUT/tuned-w4.json (its
+# table then drives `auto`), the all-reduce bench with every peer, e2e llama3-70b TP = 4, the family with every peer in
+# the time left of 590 s. Call after `peers` and `use`.
+publish_w4() {
+  timeout 150 python3 -m quickreduce.cli tune --no-multicast --gpus 4 --collectives reduce_scatter,all_gather,all_to_all --dtypes bf16 \
+    --sizes 8K:1G:2 --timeout 145 --out $OUT/tuned-w4.json --csv $OUT/tune-w4.csv --no-cache >> $L 2>&1
+  echo "tune: exit $? [$SECONDS s]"
+  [ -f $OUT/tuned-w4.json ] && export QUICKREDUCE_TUNE_FILE=$OUT/tuned-w4.json
+  timeout 150 python3 -m quickreduce.cli bench --no-multicast --gpus 4 --sizes 8K:1G --dtype bf16 --timeout 145 \
+    --csv $OUT/bench-w4.csv --plot $OUT/bench-w4.png > /tmp/bench.log 2>&1
+  echo "bench: exit $? [$SECONDS s]"; cat /tmp/bench.log >> $L
+  timeout 120 python3 -m quickreduce.cli e2e --no-multicast --model llama3-70b --layers 4 --gpus 4 --prefill 1024,4096,8192 --batches 1,16,64,256 \
+    --providers nccl,nccl_symm,symm_mem_two_shot,symm_mem_one_shot,trtllm_one_shot,trtllm_one_shot_pdl,trtllm_two_shot,qr_auto,qr_lossless,qr_auto_int6,qr_auto_int4 \
+    --timeout 115 --csv $OUT/e2e-llama3-70b-L4.csv --no-plot > /tmp/e2e.log 2>&1
+  echo "e2e: exit $? [$SECONDS s]"; cat /tmp/e2e.log >> $L; grep -A8 "time_ms ('\*'" /tmp/e2e.log
+  local left=$((590 - SECONDS))
+  timeout $left python3 -m quickreduce.cli bench --no-multicast --gpus 4 --collective reduce_scatter,all_gather,all_to_all --dtype bf16 \
+    --sizes 8K:1G:4 --timeout $((left - 5)) --csv $OUT/family-bf16.csv > /tmp/family.log 2>&1
+  echo "family: exit $? [$SECONDS s]"; cat /tmp/family.log >> $L
 }
