@@ -5,9 +5,11 @@
 // Protocol for one thread that stages data written by the whole CTA:
 //   every writer: fence_proxy_async_shared(); then a CTA barrier; then the issuer: bulk_store(...)
 //   and bulk_commit() (one group per staged buffer); bulk_wait_read<N>() before a buffer is
-//   reused; bulk_wait_all() + fence_proxy_async_global() before a flag tells a peer the data is there.
+//   reused; release_bulk_copies_sys() before the flags that tell peers the data is there.
 #pragma once
 #include <cstdint>
+
+#include "transport/primitives.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #error "quickreduce's two-shot needs sm_90 or newer (bulk copies)"
@@ -32,5 +34,12 @@ __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wa
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 // Bulk-copy writes are ordered before this thread's later (generic) flag stores.
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
+// Before the flags that tell peers this thread's copies landed: the copies written, their writes ordered
+// before the generic proxy's, then one system fence for every flag (each flag then a st_relaxed_sys).
+__device__ __forceinline__ void release_bulk_copies_sys() {
+  bulk_wait_all();
+  fence_proxy_async_global();
+  fence_acq_rel_sys();
+}
 
 }  // namespace qr

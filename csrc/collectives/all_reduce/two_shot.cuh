@@ -183,9 +183,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, (kTwoShotCtasPerSm<Codec, 
   // in `region`'s data: thread 0 issued every bulk copy, waits for them, then releases the flag.
   auto announce = [&](size_t region, size_t t) {
     if (lane == 0) {
-      bulk_wait_all();
-      fence_proxy_async_global();
-      fence_acq_rel_sys();  // one fence for every peer's flag (primitives.cuh)
+      release_bulk_copies_sys();
       for (int j = 1; j < W; ++j) {
         st_relaxed_sys(reinterpret_cast<uint64_t*>(a.workspaces[rank_after(j)] + region) + t * W + me,
                        flag_word(epoch, a.signature));

@@ -388,9 +388,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   // A group's flag lives at the slot of its first slice (segments' ranges never overlap).
   auto announce = [&](uint32_t g) {
     if (lane != 0) return;
-    bulk_wait_all();
-    fence_proxy_async_global();
-    fence_acq_rel_sys();  // one fence for every peer's flag (primitives.cuh)
+    release_bulk_copies_sys();
     for (int j = 1; j < W; ++j) {
       const int d = rank_after(me, j, W);
       const Share h = s_out_share[d];
