@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ready (4 GPUs; nvidia-h100-x4): two prepared changes against main, A B C A B C, with the tests each needs.
+# Ran 2026-11-28 as call ai (4 GPUs; nvidia-h100-x4): two prepared changes against main, A B C A B C, with the tests each needs.
 #  ll2 = main + lab/wip/lossless-w4-two-per-sm.patch: the lossless two-shot at W = 4 at 2 CTAs an SM (at 3 it takes 40
 #        registers and 64 bytes of stack; W = 2's any-size lossless kernel gained 7-14% at 2 an SM). It is `auto`'s exact
 #        path from 23.7 MB at W = 4. Expectation: lossless 32 MB-1 GiB 2-6% faster, or slower from fewer warps.
