@@ -1,6 +1,7 @@
 # Throwaway dev timing of the segment exchange's CTA size (not the product bench): CUDA-graph median per
 # call, NCCL beside it. Size = the larger tensor (reduce-scatter's input, all-gather's output, all-to-all's).
-# DEV_SIZES (MiB, or K), DEV_KINDS (rs, ag, a2a), DEV_CODECS (fp16 = passthrough, fp8, int4, ...), DEV_THREADS (0 = the rule).
+# DEV_SIZES (MiB, or K), DEV_KINDS (rs, ag, a2a), DEV_CODECS (fp16 = passthrough, fp8, int4, ...), DEV_THREADS (0 = the rule,
+# -1 = the rule's CTA size on the slice path: no packets).
 import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gpu"))
 import harness
@@ -46,8 +47,8 @@ def run(rank, world, port):
                     codec, t = col.rsplit("_t", 1)
                     comm._c.exchange(_KINDS[names[kind]], x.data_ptr(), out.data_ptr(), DTYPE_IDS[torch.bfloat16],
                                      codecs.codec_id(codec), [k] * W, [k] * W, torch.cuda.current_stream().cuda_stream,
-                                     pdl=comm.pdl, threads=int(t), even_splits=kind == "a2a",
-                                     packet_max_bytes=comm.packet_segment_max_bytes)
+                                     pdl=comm.pdl, threads=max(int(t), 0), even_splits=kind == "a2a",
+                                     packet_max_bytes=0 if int(t) < 0 else comm.packet_segment_max_bytes)
                 row.append(graph_time_us(call, calls))
                 comm.check()
             if rank == 0: print(f"{kind} {nbytes:>10} " + " ".join(f"{t:15.2f}" for t in row), flush=True)
