@@ -72,6 +72,12 @@ constexpr size_t kPacketMaxSegmentBytes = size_t(2) << 20;  // 4 vectors a threa
 // all-to-all: the round-tripped values in T) or two (fp32 values: every reduce-scatter, every fp32 tensor).
 QR_HD constexpr size_t coded_packet_lanes(size_t values) { return (values + 255) / 256 * 32; }
 QR_HD constexpr int coded_packet_vectors_per_lane(bool reduce_scatter, bool fp32) { return reduce_scatter || fp32 ? 2 : 1; }
+// The most wire a coded call sends a peer on that path: it carries decoded values, two to four times the
+// codec's bytes, so past this the slice path, which carries the codec's bytes, is faster. 4x H200
+// (2026-11-28): 16-bit all-gather / all-to-all faster on packets with 512 KB segments, on slices from 1 MB
+// (int4 4 MB in all: 17-19 us against 14-16); reduce-scatter (32-bit wire) even at 256 KB segments (512 KB
+// of wire), slices from 512 KB (int4 at 8 MB: 19-20 us against 32 on packets).
+constexpr size_t kCodedPacketMaxWireBytes = size_t(512) << 10;
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
 constexpr int kTwoShotGroups = 16;  // most groups the automatic rule picks (explicit groups: up to 64)
@@ -169,11 +175,12 @@ struct WorkspaceLayout {
   bool packet_path_fits(size_t segment_bytes, size_t packet_max_bytes) const {
     return segment_bytes > 0 && segment_bytes <= std::min(packet_max_bytes, packet_vectors * 16);
   }
-  // The coded path: the segment within packet_max_bytes, its wire within a buffer.
+  // The coded path: the segment within packet_max_bytes, its wire within a buffer and kCodedPacketMaxWireBytes.
   bool coded_packet_path_fits(size_t segment_values, size_t value_bytes, bool reduce_scatter,
                               size_t packet_max_bytes) const {
     const size_t wire = coded_packet_lanes(segment_values) * coded_packet_vectors_per_lane(reduce_scatter, value_bytes == 4);
-    return segment_values > 0 && segment_values * value_bytes <= packet_max_bytes && wire <= packet_vectors;
+    return segment_values > 0 && segment_values * value_bytes <= packet_max_bytes && wire <= packet_vectors &&
+           wire * 16 <= kCodedPacketMaxWireBytes;
   }
 
   static WorkspaceLayout make(int world_size, size_t max_bytes) {

@@ -311,7 +311,7 @@ def coded_small_segments(rank, world_size):
     1000 graph replays mixing coded and exact packet calls on their shared channel."""
     res = {}
     W = world_size
-    limit = (2 << 20) // 16 * 4  # bf16 reduce-scatter: the largest segment whose fp32 wire fits 2 MiB
+    limit = (512 << 10) // 16 * 4  # bf16 reduce-scatter: the largest segment whose fp32 wire fits 512 KiB (kCodedPacketMaxWireBytes)
     max_size = W * (limit + 64) * 2
     comm = qr.Communicator(max_size=max_size)
     slices = qr.Communicator(max_size=max_size)
