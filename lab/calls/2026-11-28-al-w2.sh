@@ -5,12 +5,11 @@
 #  2. The coded packet reach at W = 2 on xg-ext (t0 = packets up to 2 MiB segments, t-1 = slices) and main-ext's rule.
 #     Expectation: as at W = 4 (slices faster past ~512 KiB of wire), or packets reaching further (one peer).
 #  3. Republish the family (bf16, fp32) and `bench moe` at W = 2 for this machine.
-# Carry .wheels/main-ext .wheels/xg-ext .peers
+# Carry .wheels/main-ext .wheels/xg-ext (the family's peers are torch's: no .peers)
 set -uo pipefail
 DEVICE_LOG=call.log source lab/scripts/device_lib.sh
 SECONDS=0
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); gpus=$(nvidia-smi -L | wc -l); echo "GPU: $gpu x $gpus"
-peers
 use main-ext > /dev/null
 QR_TEST_WORLD_SIZE=2 QR_TEST_SCENARIOS=collectives_vs_twin,coded_small_segments,small_segments,collective_graph_replays,fp32_all_reduce \
   timeout 150 python3 -m pytest -q -s tests/gpu/test_collectives.py -p no:cacheprovider > $OUT/tests.log 2>&1
