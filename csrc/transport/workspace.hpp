@@ -72,12 +72,14 @@ constexpr size_t kPacketMaxSegmentBytes = size_t(2) << 20;  // 4 vectors a threa
 // all-to-all: the round-tripped values in T) or two (fp32 values: every reduce-scatter, every fp32 tensor).
 QR_HD constexpr size_t coded_packet_lanes(size_t values) { return (values + 255) / 256 * 32; }
 QR_HD constexpr int coded_packet_vectors_per_lane(bool reduce_scatter, bool fp32) { return reduce_scatter || fp32 ? 2 : 1; }
-// The most wire a coded call sends a peer on that path: it carries decoded values, two to four times the
-// codec's bytes, so past this the slice path, which carries the codec's bytes, is faster. 4x H200
-// (2026-11-28): 16-bit all-gather / all-to-all faster on packets with 512 KB segments, on slices from 1 MB
-// (int4 4 MB in all: 17-19 us against 14-16); reduce-scatter (32-bit wire) even at 256 KB segments (512 KB
-// of wire), slices from 512 KB (int4 at 8 MB: 19-20 us against 32 on packets).
-constexpr size_t kCodedPacketMaxWireBytes = size_t(512) << 10;
+// The most wire a coded call's rank takes in from all its peers on that path: it carries decoded values, two
+// to four times the codec's bytes, so past this the slice path, which carries the codec's bytes, is faster.
+// 2026-11-28: on 4x H200, 16-bit all-gather / all-to-all ran faster on packets with 512 KB segments (1.5 MB in
+// from 3 peers) and on slices from 1 MB (int4, 4 MB in all: 17-19 us against 14-16); reduce-scatter (32-bit
+// wire) evenly at 256 KB segments, on slices from 512 KB (int4 at 8 MB: 19-20 us against 32). On 2x H200 the
+// packets stayed faster up to the channel's 2 MiB (all-gather fp8 4 MB in all: 12.0 against 15.1 us).
+// W = 8: the same 2 MiB in (292 KB a peer), not measured.
+constexpr size_t kCodedPacketMaxIngressBytes = size_t(2) << 20;
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
 constexpr int kTwoShotGroups = 16;  // most groups the automatic rule picks (explicit groups: up to 64)
@@ -175,12 +177,13 @@ struct WorkspaceLayout {
   bool packet_path_fits(size_t segment_bytes, size_t packet_max_bytes) const {
     return segment_bytes > 0 && segment_bytes <= std::min(packet_max_bytes, packet_vectors * 16);
   }
-  // The coded path: the segment within packet_max_bytes, its wire within a buffer and kCodedPacketMaxWireBytes.
-  bool coded_packet_path_fits(size_t segment_values, size_t value_bytes, bool reduce_scatter,
-                              size_t packet_max_bytes) const {
+  // The coded path: the segment within packet_max_bytes, its wire within a buffer, all peers' within
+  // kCodedPacketMaxIngressBytes.
+  bool coded_packet_path_fits(size_t segment_values, size_t value_bytes, bool reduce_scatter, size_t packet_max_bytes,
+                              int world_size) const {
     const size_t wire = coded_packet_lanes(segment_values) * coded_packet_vectors_per_lane(reduce_scatter, value_bytes == 4);
     return segment_values > 0 && segment_values * value_bytes <= packet_max_bytes && wire <= packet_vectors &&
-           wire * 16 <= kCodedPacketMaxWireBytes;
+           wire * 16 * size_t(world_size - 1) <= kCodedPacketMaxIngressBytes;
   }
 
   static WorkspaceLayout make(int world_size, size_t max_bytes) {

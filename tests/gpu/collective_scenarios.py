@@ -311,7 +311,9 @@ def coded_small_segments(rank, world_size):
     1000 graph replays mixing coded and exact packet calls on their shared channel."""
     res = {}
     W = world_size
-    limit = (512 << 10) // 16 * 4  # bf16 reduce-scatter: the largest segment whose fp32 wire fits 512 KiB (kCodedPacketMaxWireBytes)
+    # bf16 reduce-scatter: the largest segment whose fp32 wire (32 lanes of 2 vectors a 256 values) from the W - 1
+    # peers fits kCodedPacketMaxIngressBytes (2 MiB)
+    limit = (2 << 20) // (32 * 2 * 16 * (W - 1)) * 256
     max_size = W * (limit + 64) * 2
     comm = qr.Communicator(max_size=max_size)
     slices = qr.Communicator(max_size=max_size)
