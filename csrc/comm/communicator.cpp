@@ -45,9 +45,13 @@ uint32_t exchange_signature(ExchangeKind kind, size_t even_count, DType dtype, C
 
 // CTA size of an exchange whose segments have n values: the largest whose slices still give every
 // SM two (the two-shot's rule for tiles); an even all-to-all: 256.
-// Reduce-scatter, all-gather and the even all-to-all alike: 4x H200 (2026-11-28), the even all-to-all at 512
-// threads where this rule picks them (from ~9 MB at W = 4) was 0-2% faster at 32 MB and 1-7% at 128 MB than at 256.
-int exchange_threads(size_t n) { return largest_cta_for_tiles(n, 264); }
+// Reduce-scatter, all-gather and the even all-to-all alike, by the tiles of a segment, at most 256 threads on 2 GPUs.
+// 2026-11-28: on 4x H200, 512 threads where this rule picks them (from ~9 MB) ran the even all-to-all 0-2% faster
+// at 32 MB and 1-7% at 128 MB than 256, the coded all-gather and reduce-scatter at 128 MB 2-14%; on 2x H200, 256
+// ran the all-to-all and all-gather 4-8% faster at 128 MB (exact 213.7 against 230.7 us) and int4 4-5% at 512 MB.
+int exchange_threads(size_t n, int world_size) {
+  return std::min(largest_cta_for_tiles(n, 264), world_size == 2 ? 256 : kTwoShotMaxThreads);
+}
 
 // Bytes from which an all-to-all whose sizes cross uses 512-thread CTAs (two slices at a time), each
 // rank choosing by its own bytes (the kernel's slices are the same at either size): 4x H100, bf16, 512
@@ -309,7 +313,7 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
     return;
   }
   if (threads == 0)
-    threads = args.sizes_cross ? crossing_threads(std::max(in_values, out_values) * elem) : exchange_threads(send_counts[0]);
+    threads = args.sizes_cross ? crossing_threads(std::max(in_values, out_values) * elem) : exchange_threads(send_counts[0], W);
   if (threads != 128 && threads != 256 && threads != 512) throw std::invalid_argument("exchange threads must be 128, 256 or 512");
   if (args.sizes_cross && threads != kCrossingLanes && threads != 2 * kCrossingLanes)
     throw std::invalid_argument("an all-to-all with split sizes takes 256 or 512 threads");
