@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ready (4 GPUs; nvidia-h100-x4 or nvidia-h200-x4): main after the coded packet ingress rule and the exchange CTA rules
+# Ran 2026-11-28 as call aq (4 GPUs; nvidia-h100-x4): main after the coded packet ingress rule and the exchange CTA rules
 # (wheel main-ext, built from main 2026-11-28): W = 4 twin checks of the family, the packet reach check, then the
 # family republished for this machine (results/<machine>/family-bf16.csv; docs prose by hand). Carry .wheels/main-ext
 set -uo pipefail
