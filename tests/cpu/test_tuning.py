@@ -62,7 +62,7 @@ def test_builtin_h200_w2_is_the_measured_table():
 def test_builtin_h200_w4_is_the_measured_table():
     # `quickreduce tune --gpus 4` on 4x H200, 2026-11-28 (results/h200-x4/tune.csv): the one-shot to
     # ~724 KiB, the one-kernel rs_ag to ~5.7 MiB, the plain two-shot to ~22.6 MiB, the lossless packing
-    # above; NCCL nowhere; from ~2.8 MiB the lossy bounds take the codec two-shot.
+    # above; NCCL nowhere; from ~1.4 MiB the lossy bounds take the codec two-shot.
     table = load_table("NVIDIA H200", 4, driver="test")
     assert table.source.startswith("built-in") and table.world_size == 4 and table.measured
     assert choose(table, 8 << 10, "bf16") == ("one_shot", "bf16")
@@ -74,7 +74,8 @@ def test_builtin_h200_w4_is_the_measured_table():
     assert choose(table, 64 * MiB, "bf16") == ("two_shot", "lossless")
     assert choose(table, 1 << 30, "bf16") == ("two_shot", "lossless")
     assert all(e["lossless"] != "nccl" for e in table.raw["dtypes"]["bf16"])
-    assert choose(table, 2 * MiB, "bf16", "auto:int4") == ("rs_ag", "bf16")
+    assert choose(table, 1 * MiB, "bf16", "auto:int4") == ("rs_ag", "bf16")
+    assert choose(table, 4 * MiB, "bf16", "auto:int4") in (("two_shot", "int4"), ("two_shot", "fp4"))
     assert choose(table, 1 << 30, "bf16", "auto:int4") in (("two_shot", "int4"), ("two_shot", "fp4"))
 
 

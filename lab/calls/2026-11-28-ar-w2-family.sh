@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ready (2 GPUs; nvidia-h200-x2): main with the exchange capped at 256 threads on 2 GPUs (wheel main-ext, built from
+# Ran 2026-11-28 as call ar on GPUs 0-1 of the 4x H200 of call aq (CUDA_VISIBLE_DEVICES=0,1): main with the exchange capped at 256 threads on 2 GPUs (wheel main-ext, built from
 # main 2026-11-28): W = 2 twin checks, the reduce-scatter's CTA size (256 vs 512, not measured at W = 2 before the
 # cap), then the family (bf16) republished for this machine. Carry .wheels/main-ext
 set -uo pipefail
