@@ -61,3 +61,16 @@ def test_accuracy_cli_oracle_matches_twin(tmp_path, capsys):
     for a, b in zip(rows, twin):
         assert (a["data"], a["dtype"], a["codec"]) == (b["data"], b["dtype"], b["codec"])
         assert a["rel_l2"] == b["rel_l2"] and a["max_abs"] == b["max_abs"], a
+
+
+def test_accuracy_cli_collective_writes_its_csv(tmp_path, capsys):
+    """--collective with --csv writes every row it prints (docs/accuracy.md's command for results/cpu/)."""
+    path = tmp_path / "a2a.csv"
+    assert accuracy.main(["--collective", "all_to_all", *SMALL, "--dtypes", "bf16", "--codecs", "fp8,int4",
+                          "--csv", str(path)]) == 0
+    capsys.readouterr()
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(accuracy.DATASETS) * 2
+    assert {r["collective"] for r in rows} == {"all_to_all"} and {r["codec"] for r in rows} == {"fp8", "int4"}
+    assert all(0 < float(r["rel_l2"]) < BOUNDS[r["codec"]] for r in rows)

@@ -386,6 +386,8 @@ def main(argv=None) -> int:
         _print_table(rows, f"quickreduce accuracy: {args.collective} (CPU twin), {args.numel} elements per rank")
         if args.markdown:
             _print_markdown(rows, args.codecs)
+        if args.csv:
+            _write_csv(args.csv, rows, ("collective",) + FIELDS)
         return 0
     if "fp32" in args.dtypes:
         p.error("--dtypes fp32 needs --collective reduce_scatter, all_gather or all_to_all")
@@ -426,11 +428,15 @@ def main(argv=None) -> int:
     if args.markdown:
         _print_markdown(rows, args.codecs)
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            wr = csv.DictWriter(f, fieldnames=FIELDS)
-            wr.writeheader()
-            wr.writerows(rows)
+        _write_csv(args.csv, rows, FIELDS)
     return 0
+
+
+def _write_csv(path, rows, fields) -> None:
+    with open(path, "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=fields)
+        wr.writeheader()
+        wr.writerows(rows)
 
 
 if __name__ == "__main__":
