@@ -10,7 +10,7 @@
 | QUICKREDUCE_PDL            | 1       | 1: launch with programmatic dependent launch (overlaps the previous kernel's tail) |
 | QUICKREDUCE_FUSED_EPILOGUE | 1       | 1: all_reduce_add_rmsnorm runs the one-shot and the epilogue in one kernel where the shape allows |
 | QUICKREDUCE_ALLOW_SHARED_GPU | 0     | 1: ranks may share a GPU, for testing on one GPU (their kernels take turns: slow) |
-| QUICKREDUCE_PACKET_SEGMENT_MAX_KB | 2048 | largest segment (KiB) reduce-scatter, all-gather and all-to-all send as flag-in-data packets (exact codecs; 0: never) |
+| QUICKREDUCE_PACKET_SEGMENT_MAX_KB | 2048 | largest segment (KiB) reduce-scatter, all-gather and all-to-all send as flag-in-data packets (a codec's also within 2 MiB in from all peers; 0: never) |
 """
 from __future__ import annotations
 
