@@ -43,9 +43,8 @@ uint32_t exchange_signature(ExchangeKind kind, size_t even_count, DType dtype, C
   return call_signature(even_count, dtype, codec, Algo(0x100 + int(kind) * 0x1000 + threads));
 }
 
-// CTA size of an exchange whose segments have n values: the largest whose slices still give every
-// SM two (the two-shot's rule for tiles); an even all-to-all: 256.
-// Reduce-scatter, all-gather and the even all-to-all alike, by the tiles of a segment, at most 256 threads on 2 GPUs.
+// CTA size of an exchange whose segments have n values (reduce-scatter, all-gather, even all-to-all): the largest
+// whose slices still give every SM two (the two-shot's rule for tiles), at most 256 threads on 2 GPUs.
 // 2026-11-28: on 4x H200, 512 threads where this rule picks them (from ~9 MB) ran the even all-to-all 0-2% faster
 // at 32 MB and 1-7% at 128 MB than 256, the coded all-gather and reduce-scatter at 128 MB 2-14%; on 2x H200, 256
 // ran the all-to-all and all-gather 4-8% faster at 128 MB (exact 213.7 against 230.7 us) and int4 4-5% at 512 MB.
