@@ -23,7 +23,10 @@ void twin_all_to_all(const void* const* inputs, int world_size, void* const* out
         size_t out_at = 0;  // rank dst's output holds its sources in rank order
         for (int s = 0; s < r; ++s) out_at += splits[s * W + dst];
         seg.assign(n, 0.0f);
-        segment_round_trip<Codec, T>(inputs[r], in_at, n, seg.data());
+        if (r == dst)  // its own segment never crosses the link: exact
+          for (size_t i = 0; i < n; ++i) seg[i] = load_value<T>(inputs[r], in_at + i);
+        else
+          segment_round_trip<Codec, T>(inputs[r], in_at, n, seg.data());
         for (size_t i = 0; i < n; ++i) store_value<T>(outputs[dst], out_at + i, seg[i]);
         in_at += n;
       }

@@ -7,7 +7,8 @@
 // receiver would decode: the result's bits are the slice path's (and the CPU twin's), only the wire
 // bytes differ, and at these sizes the link time is small beside the slice path's handshakes.
 //   all-gather, all-to-all: each lane as the codec round-trips it (rotated back), rounded to T: the
-//     values every receiver stores, the sender's own block too (16-bit T: one vector a lane).
+//     values every receiver stores, the all-gather sender's own block too (16-bit T: one vector a
+//     lane); the all-to-all's own segment is copied exact.
 //   reduce-scatter: the decoded values in fp32 (in the rotated domain for the rotated codecs), two
 //     vectors a lane, so the owner's fp32 sum in rank order, its own values exact, is the slice path's.
 // A value equal to the sentinel (a NaN with every bit set) is sent with its lowest bit cleared, as
@@ -111,10 +112,9 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
         for (int k = 0; k < 2; ++k)
           if (k < per_lane) ch.send(d, wire_at(L, k), q[k]);
       }
-      if (kind == ExchangeKind::kAllToAll) {
-        round_trip(a.send_offset[me], L, v);
-        coded_wire_of<T>(v, per_lane, q);
-        store_wire(a.recv_offset[me], L, q);
+      if (kind == ExchangeKind::kAllToAll) {  // my own segment, copied exact (as on the slice path)
+        load_values<T>(a.in, a.send_offset[me] + L * kLaneValues, ptrdiff_t(n) - ptrdiff_t(L * kLaneValues), aligned, v);
+        store_values<T>(a.out, a.recv_offset[me] + L * kLaneValues, ptrdiff_t(n) - ptrdiff_t(L * kLaneValues), aligned, v);
       }
     }
     // Empty the buffer of this CTA's previous call while the data flies.

@@ -6,8 +6,9 @@
 // (docs/codec-spec.md, "Segments"). One NVLink crossing per value:
 //   push:    encode each slice straight from the user's tensor into shared memory and let the SM's
 //            bulk-copy unit write it into rank d's xc_data (all-gather: one encode, W-1 copies);
-//            the sender's own segment (all-gather, all-to-all) is encoded and decoded locally, so
-//            its output holds exactly what every receiver decodes from that payload.
+//            the all-gather's own segment is encoded and decoded locally, so its output holds
+//            exactly what every receiver decodes from that payload (all ranks hold the same bits);
+//            the all-to-all's own segment, which no other rank receives, is copied exact.
 //   announce: a release store of {epoch, signature} into d's xc_flags[group's first slice][me].
 //   receive: wait for each source's flag (bounded), decode into the output (reduce-scatter: sum
 //            the sources in rank order in fp32, this rank's own values exact, round once).
@@ -376,14 +377,10 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       }
       const Share h = s_out_share[me];
       const size_t i = first_of(h, g) + k + half;
-      if (kind == ExchangeKind::kAllToAll && i < end_of(h, g)) {  // my own segment: decoded payload
+      if (kind == ExchangeKind::kAllToAll && i < end_of(h, g)) {  // my own segment: never crosses, copied exact
         const uint32_t n = send_n(me);
         float v[kLaneValues];
-        Packed p;
         load_values<T>(a.in, send_at(me) + i * S + lane_at, valid_in(i, n), vec, v);
-        if constexpr (kRotated) rotate_lane(v);
-        IO::encode_keep(v, p);
-        if constexpr (kRotated) unrotate_lane(v);
         store_values<T>(a.out, recv_at(me) + i * S + lane_at, valid_in(i, n), vec, v);
       }
     }

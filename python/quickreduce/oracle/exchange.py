@@ -73,8 +73,9 @@ def even_splits(sizes: Sequence[int], world: int) -> list[list[int]]:
 def all_to_all(inputs: Sequence[np.ndarray], dtype: str, codec: str,
                splits: Sequence[Sequence[int]] | None = None) -> list[np.ndarray]:
     """Rank r sends splits[r][d] values to rank d (its input's consecutive runs, in d order); rank
-    d's output holds the segments it receives in source-rank order, each to_T(DQ(seg)) (the
-    caller's own segment too). splits None: even splits. Returns every rank's output, T bits."""
+    d's output holds the segments it receives in source-rank order, each to_T(DQ(seg)), the
+    caller's own segment exact (it never crosses the link). splits None: even splits. Returns
+    every rank's output, T bits."""
     xs = _ranks(inputs, dtype)
     world = len(xs)
     if splits is None:
@@ -93,7 +94,8 @@ def all_to_all(inputs: Sequence[np.ndarray], dtype: str, codec: str,
         parts = []
         for r in range(world):  # out_d[sum(out_split_d[:r]) + i], out_split_d[r] == splits[r][d]
             start = sum(splits[r][:d])
-            parts.append(from_f32(segment_dq(values[r], start, splits[r][d], dtype, codec), dtype))
+            seg = values[r][start:start + splits[r][d]] if r == d else segment_dq(values[r], start, splits[r][d], dtype, codec)
+            parts.append(from_f32(seg, dtype))
         outs.append(np.concatenate(parts) if parts else np.zeros(0, xs[0].dtype))
     return outs
 
