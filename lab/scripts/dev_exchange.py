@@ -1,7 +1,8 @@
 # Throwaway dev timing of the segment exchange's CTA size (not the product bench): CUDA-graph median per
 # call, NCCL beside it. Size = the larger tensor (reduce-scatter's input, all-gather's output, all-to-all's).
 # DEV_SIZES (MiB, or K), DEV_KINDS (rs, ag, a2a), DEV_CODECS (fp16 = passthrough, fp8, int4, ...), DEV_THREADS (0 = the rule,
-# -1 = the rule's CTA size on the slice path: no packets).
+# -1 = the rule's CTA size on the slice path: no packets), DEV_CALLS (calls a graph; more amortise the ranks' skew at
+# each replay's start at small sizes).
 import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gpu"))
 import harness
@@ -28,7 +29,7 @@ def run(rank, world, port):
         for nbytes in sizes:
             n = nbytes // 2
             k = n // W  # values per segment
-            calls = 20 if nbytes <= (64 << 20) else 5
+            calls = int(os.environ.get("DEV_CALLS", 20 if nbytes <= (64 << 20) else 5))
             nbuf = max(1, min(calls, (256 << 20) // nbytes))
             big = [torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)]
             small = [torch.randn(k, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)]
