@@ -58,6 +58,16 @@ constexpr bool codec_is_scaled(CodecId id) {
   return false;
 }
 
+// Bits of codes one lane of 8 values carries, its block's scale apart (the coded small path's wire,
+// transport/workspace.hpp: coded_units_per_lane).
+constexpr int codec_lane_code_bits(CodecId id) {
+#define QR_LANE_BITS(e, name, profile, type, bits4, kind, rotated_of) \
+  if (id == CodecId::e) return (type::kPlaneABytes + type::kPlaneBBytes) * 8;
+  QR_CODEC_LIST(QR_LANE_BITS)
+#undef QR_LANE_BITS
+  return 0;
+}
+
 // The codec that actually travels for a registry codec and a tensor dtype: fp32 tensors take the
 // exact passthrough in 32 bits (the lossless packing is bf16's), every scaled codec is itself
 // (its arithmetic runs on fp32 values; the scale is stored in scale_dtype(D)).

@@ -68,12 +68,21 @@ constexpr int kPacketThreads = 128;
 constexpr int kPacketControlThreads = 32;
 constexpr size_t kPacketMaxSegmentBytes = size_t(2) << 20;  // 4 vectors a thread at the most
 // The scaled codecs' small path (exchange/coded_packets.cuh) on the same channel: a segment crosses
-// as lanes of 8 values, whole warps of 32 lanes, one 16-byte vector a lane (16-bit all-gather and
-// all-to-all: the round-tripped values in T) or two (fp32 values: every reduce-scatter, every fp32 tensor).
+// as lanes of 8 values, whole warps of 32 lanes. All-gather and all-to-all: one 16-byte vector a lane
+// (16-bit T: the round-tripped values) or two (fp32). Reduce-scatter: the lane's codes and its block's
+// scale in 8-byte units, each {32 payload bits, a 16-bit mark of the call, 16 payload bits} (the
+// mark says the unit arrived): one unit a lane for 32 bits of codes (int4, fp4, int4h), two for 48 or
+// 64 (int6, int6h, fp8, int8).
 QR_HD constexpr size_t coded_packet_lanes(size_t values) { return (values + 255) / 256 * 32; }
-QR_HD constexpr int coded_packet_vectors_per_lane(bool reduce_scatter, bool fp32) { return reduce_scatter || fp32 ? 2 : 1; }
-// The most wire a coded call's rank takes in from all its peers on that path: it carries decoded values, two
-// to four times the codec's bytes, so past this the slice path, which carries the codec's bytes, is faster.
+QR_HD constexpr int coded_units_per_lane(int lane_code_bits) { return lane_code_bits + 16 <= 48 ? 1 : 2; }
+// 16-byte wire vectors one source sends for a segment of this many values.
+QR_HD constexpr size_t coded_packet_vectors(size_t values, bool reduce_scatter, bool fp32, int units_per_lane) {
+  return reduce_scatter ? coded_packet_lanes(values) * size_t(units_per_lane) / 2
+                        : coded_packet_lanes(values) * (fp32 ? 2 : 1);
+}
+// The most wire a coded call's rank takes in from all its peers on that path: the all-gather and
+// all-to-all carry decoded values, two to four times the codec's bytes, so past this the slice path,
+// which carries the codec's bytes, is faster.
 // 2026-11-28: on 4x H200, 16-bit all-gather / all-to-all ran faster on packets with 512 KB segments (1.5 MB in
 // from 3 peers) and on slices from 1 MB (int4, 4 MB in all: 17-19 us against 14-16); reduce-scatter (32-bit
 // wire) evenly at 256 KB segments, on slices from 512 KB (int4 at 8 MB: 19-20 us against 32). On 2x H200 the
@@ -179,9 +188,9 @@ struct WorkspaceLayout {
   }
   // The coded path: the segment within packet_max_bytes, its wire within a buffer, all peers' within
   // kCodedPacketMaxIngressBytes.
-  bool coded_packet_path_fits(size_t segment_values, size_t value_bytes, bool reduce_scatter, size_t packet_max_bytes,
-                              int world_size) const {
-    const size_t wire = coded_packet_lanes(segment_values) * coded_packet_vectors_per_lane(reduce_scatter, value_bytes == 4);
+  bool coded_packet_path_fits(size_t segment_values, size_t value_bytes, bool reduce_scatter, int units_per_lane,
+                              size_t packet_max_bytes, int world_size) const {
+    const size_t wire = coded_packet_vectors(segment_values, reduce_scatter, value_bytes == 4, units_per_lane);
     return segment_values > 0 && segment_values * value_bytes <= packet_max_bytes && wire <= packet_vectors &&
            wire * 16 * size_t(world_size - 1) <= kCodedPacketMaxIngressBytes;
   }

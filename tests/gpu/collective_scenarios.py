@@ -304,23 +304,32 @@ def small_segments(rank, world_size):
     return res
 
 
+def coded_rs_limit(codec: str, world_size: int) -> int:
+    """The largest bf16 reduce-scatter segment (values) on the coded small path: its wire (32 lanes a 256
+    values, a lane in one 8-byte unit for 32 bits of codes, two for more: half or one 16-byte vector) from
+    the W - 1 peers within kCodedPacketMaxIngressBytes (2 MiB), the segment within the default
+    packet_segment_max_bytes (2 MiB)."""
+    code_bits = round(8 * (qr.codecs.codec_info(codec)["bits_per_value"] - 0.5))
+    units = 1 if code_bits + 16 <= 48 else 2
+    lanes = (2 << 20) * 2 // (16 * units * (world_size - 1))
+    return min(lanes // 32 * 256, (2 << 20) // 2)
+
+
 def coded_small_segments(rank, world_size):
     """The scaled codecs' flag-in-data path (exchange/coded_packets.cuh): every scaled codec and dtype
     bit-exact with the twin and with the slice path (QUICKREDUCE_PACKET_SEGMENT_MAX_KB=0), at tail
-    sizes and around the reduce-scatter's wire limit (fp32 on the wire: half the exact path's segment);
+    sizes and around the reduce-scatter's wire limit (int4: one 8-byte unit a lane, int6h: two);
     1000 graph replays mixing coded and exact packet calls on their shared channel."""
     res = {}
     W = world_size
-    # bf16 reduce-scatter: the largest segment whose fp32 wire (32 lanes of 2 vectors a 256 values) from the W - 1
-    # peers fits kCodedPacketMaxIngressBytes (2 MiB)
-    limit = (2 << 20) // (32 * 2 * 16 * (W - 1)) * 256
-    max_size = W * (limit + 64) * 2
+    limits = {c: coded_rs_limit(c, W) for c in ("int4", "int6h")}
+    max_size = W * (max(limits.values()) + 64) * 2
     comm = qr.Communicator(max_size=max_size)
     slices = qr.Communicator(max_size=max_size)
     slices.packet_segment_max_bytes = 0
     scaled = [c for c in CODECS if c not in ("fp16", "lossless")]
     cases = [(d, c, k) for d in DTYPES for c in scaled for k in (1, 33, 4097)]
-    cases += [("bf16", c, k) for c in ("int4", "int6h") for k in (limit - 8, limit, limit + 8)]
+    cases += [("bf16", c, k) for c, limit in limits.items() for k in (limit - 8, limit, limit + 8)]
     for dname, codec, k in cases:
         dtype = DTYPES[dname]
         xs = rank_inputs(90_000 + k + len(codec) + len(dname), W * k, dtype, W)
