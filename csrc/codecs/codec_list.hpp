@@ -59,7 +59,7 @@ constexpr bool codec_is_scaled(CodecId id) {
 }
 
 // Bits of codes one lane of 8 values carries, its block's scale apart (the coded small path's wire,
-// transport/workspace.hpp: coded_units_per_lane).
+// transport/workspace.hpp: coded_packet_vectors).
 constexpr int codec_lane_code_bits(CodecId id) {
 #define QR_LANE_BITS(e, name, profile, type, bits4, kind, rotated_of) \
   if (id == CodecId::e) return (type::kPlaneABytes + type::kPlaneBBytes) * 8;

@@ -172,7 +172,7 @@ cudaError_t launch_exchange_coded_packets(const ExchangeArgs& args, DType dtype,
     } else {
       const bool reduce = ExchangeKind(args.kind) == ExchangeKind::kReduceScatter;
       const size_t vectors = coded_packet_vectors(args.even_count, reduce, T == DType::kFloat32,
-                                                  coded_units_per_lane((Codec::kPlaneABytes + Codec::kPlaneBBytes) * 8));
+                                                  (Codec::kPlaneABytes + Codec::kPlaneBBytes) * 8);
       return launch(exchange_coded_packets_kernel<Codec, T>, packet_blocks(vectors), kPacketThreads + kPacketControlThreads,
                     args, stream);
     }

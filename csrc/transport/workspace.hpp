@@ -71,14 +71,20 @@ constexpr size_t kPacketMaxSegmentBytes = size_t(2) << 20;  // 4 vectors a threa
 // as lanes of 8 values, whole warps of 32 lanes. All-gather and all-to-all: one 16-byte vector a lane
 // (16-bit T: the round-tripped values) or two (fp32). Reduce-scatter: the lane's codes and its block's
 // scale in 8-byte units, each {32 payload bits, a 16-bit mark of the call, 16 payload bits} (the
-// mark says the unit arrived): one unit a lane for 32 bits of codes (int4, fp4, int4h), two for 48 or
-// 64 (int6, int6h, fp8, int8).
+// mark says the unit arrived), two a lane (one 16-byte vector); a lane of 32 bits of codes (int4,
+// fp4, int4h) takes one unit once the segment has more lanes than the channel has threads. (One unit
+// puts two lanes in a CTA's vector, so a thread takes two lanes: on 2x H200, 2026-11-28, int4 at 8 KB
+// took 3.83 us on one unit a lane where fp8 and int6 took 2.69-2.77 on two; with 1 MB segments int4
+// on one unit took 5.6 us, fp8 on two 7.7.)
 QR_HD constexpr size_t coded_packet_lanes(size_t values) { return (values + 255) / 256 * 32; }
-QR_HD constexpr int coded_units_per_lane(int lane_code_bits) { return lane_code_bits + 16 <= 48 ? 1 : 2; }
-// 16-byte wire vectors one source sends for a segment of this many values.
-QR_HD constexpr size_t coded_packet_vectors(size_t values, bool reduce_scatter, bool fp32, int units_per_lane) {
-  return reduce_scatter ? coded_packet_lanes(values) * size_t(units_per_lane) / 2
-                        : coded_packet_lanes(values) * (fp32 ? 2 : 1);
+QR_HD constexpr int coded_units_per_lane(int lane_code_bits, size_t lanes) {
+  return lane_code_bits + 16 <= 48 && lanes > size_t(kPacketBlocks) * kPacketThreads ? 1 : 2;
+}
+// 16-byte wire vectors one source sends for a segment of this many values (lane_code_bits: the
+// codec's, codec_lane_code_bits).
+QR_HD constexpr size_t coded_packet_vectors(size_t values, bool reduce_scatter, bool fp32, int lane_code_bits) {
+  const size_t lanes = coded_packet_lanes(values);
+  return reduce_scatter ? lanes * size_t(coded_units_per_lane(lane_code_bits, lanes)) / 2 : lanes * (fp32 ? 2 : 1);
 }
 // The most wire a coded call's rank takes in from all its peers on that path: the all-gather and
 // all-to-all carry decoded values, two to four times the codec's bytes, so past this the slice path,
@@ -188,9 +194,9 @@ struct WorkspaceLayout {
   }
   // The coded path: the segment within packet_max_bytes, its wire within a buffer, all peers' within
   // kCodedPacketMaxIngressBytes.
-  bool coded_packet_path_fits(size_t segment_values, size_t value_bytes, bool reduce_scatter, int units_per_lane,
+  bool coded_packet_path_fits(size_t segment_values, size_t value_bytes, bool reduce_scatter, int lane_code_bits,
                               size_t packet_max_bytes, int world_size) const {
-    const size_t wire = coded_packet_vectors(segment_values, reduce_scatter, value_bytes == 4, units_per_lane);
+    const size_t wire = coded_packet_vectors(segment_values, reduce_scatter, value_bytes == 4, lane_code_bits);
     return segment_values > 0 && segment_values * value_bytes <= packet_max_bytes && wire <= packet_vectors &&
            wire * 16 * size_t(world_size - 1) <= kCodedPacketMaxIngressBytes;
   }

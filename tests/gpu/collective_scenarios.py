@@ -306,9 +306,9 @@ def small_segments(rank, world_size):
 
 def coded_rs_limit(codec: str, world_size: int) -> int:
     """The largest bf16 reduce-scatter segment (values) on the coded small path: its wire (32 lanes a 256
-    values, a lane in one 8-byte unit for 32 bits of codes, two for more: half or one 16-byte vector) from
-    the W - 1 peers within kCodedPacketMaxIngressBytes (2 MiB), the segment within the default
-    packet_segment_max_bytes (2 MiB)."""
+    values; past 32768 lanes a lane in one 8-byte unit for 32 bits of codes, else two: half or one 16-byte
+    vector) from the W - 1 peers within kCodedPacketMaxIngressBytes (2 MiB), the segment within the default
+    packet_segment_max_bytes (2 MiB). Every limit here lies past 32768 lanes."""
     code_bits = round(8 * (qr.codecs.codec_info(codec)["bits_per_value"] - 0.5))
     units = 1 if code_bits + 16 <= 48 else 2
     lanes = (2 << 20) * 2 // (16 * units * (world_size - 1))
@@ -330,6 +330,8 @@ def coded_small_segments(rank, world_size):
     scaled = [c for c in CODECS if c not in ("fp16", "lossless")]
     cases = [(d, c, k) for d in DTYPES for c in scaled for k in (1, 33, 4097)]
     cases += [("bf16", c, k) for c, limit in limits.items() for k in (limit - 8, limit, limit + 8)]
+    # int4 from two units a lane to one: past 32768 lanes (the channel's threads)
+    cases += [("bf16", "int4", k) for k in (32768 * 8, 32768 * 8 + 8)]
     for dname, codec, k in cases:
         dtype = DTYPES[dname]
         xs = rank_inputs(90_000 + k + len(codec) + len(dname), W * k, dtype, W)

@@ -50,18 +50,20 @@ __device__ __forceinline__ void coded_wire_of(const float v[kLaneValues], int pe
 template <class Wire>
 struct CodedUnits {
   using Packed = typename Wire::Packed;
-  static constexpr int kUnits = coded_units_per_lane((Wire::kPlaneABytes + Wire::kPlaneBBytes) * 8);
+  static constexpr int kLaneCodeBits = (Wire::kPlaneABytes + Wire::kPlaneBBytes) * 8;
+  static constexpr bool kOneUnitFits = coded_units_per_lane(kLaneCodeBits, ~size_t(0)) == 1;
   static_assert(Wire::kPlaneABytes == 4 || Wire::kPlaneABytes == 8, "a lane's codes: 32 or 64 bits, and 16 more");
   // The call's mark: 15 bits of its epoch, never the all-ones of an emptied slot.
   __device__ static uint32_t mark_of(uint32_t epoch) { return (epoch & 0x7fffu) << 16; }
   __device__ static bool arrived(uint32_t hi, uint32_t mark) { return (hi & 0xffff0000u) == mark; }
+  // The units as a vector (one unit: its x, y).
   __device__ static uint4 pack(const Packed& p, uint16_t scale, uint32_t mark) {
     if constexpr (Wire::kPlaneABytes == 8) {
       return make_uint4(p.a.x, mark | scale, p.a.y, mark);
     } else if constexpr (Wire::kPlaneBBytes > 0) {
       return make_uint4(p.a, mark | scale, uint32_t(p.b), mark);
     } else {
-      return make_uint4(p.a, mark | scale, 0u, 0u);  // one unit: x, y
+      return make_uint4(p.a, mark | scale, 0u, mark);
     }
   }
   __device__ static uint16_t unpack(const uint4& u, Packed& p) {
@@ -101,81 +103,88 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
     send_packet_signature(a, ch.epoch);
     check_packet_signatures(a, ctrl, ch.epoch, w);
   } else if (t < kPacketThreads && reduce) {
-    // Round i's lane: this CTA's stretches (b, b + 256, ...) of 256 / kUnits lanes, 128 lanes a round,
-    // so lane L's units lie in wire vectors this CTA owns. A warp's 32 lanes are consecutive and lanes
-    // come in whole warps, so every loop below runs warp-uniform (the codec's shuffles need the whole
-    // warp); a warp's units are one contiguous run of 256 or 512 bytes.
-    constexpr int kUnits = Units::kUnits;
-    constexpr size_t kRounds = 2 / kUnits;  // rounds a stretch takes
-    auto lane_of = [&](size_t i) {
-      return (blockIdx.x + size_t(kPacketBlocks) * (i / kRounds)) * (kPacketThreads * kRounds) +
-             (i % kRounds) * kPacketThreads + t;
-    };
-    // Lane L's units from rank `src` in rank `at`'s buffer.
-    auto units_at = [&](int at, int src, size_t L) {
-      return a.workspaces[at] + ch.region + (ch.buffer + size_t(src) * ch.V) * 16 + L * kUnits * 8;
-    };
-    const uint32_t mark = Units::mark_of(ch.epoch);
-    // Push: my lane of every peer's block, encoded as the slice path encodes it.
-    for (size_t i = 0;; ++i) {
-      const size_t L = lane_of(i);
-      if (L >= lanes) break;
-      for (int j = 1; j < W; ++j) {
-        const int d = rank_after(me, j, W);
-        float v[kLaneValues];
-        load_values<T>(a.in, a.send_offset[d] + L * kLaneValues, valid(L), aligned, v);
-        if constexpr (kRotated) rotate_lane(v);
-        typename Wire::Packed p;
-        const uint16_t scale = IO::encode(v, p);
-        const uint4 u = Units::pack(p, scale, mark);
-        if constexpr (kUnits == 2)
-          st_volatile_v4(reinterpret_cast<uint4*>(units_at(d, me, L)), u);
-        else
-          st_volatile_u64(reinterpret_cast<uint64_t*>(units_at(d, me, L)), uint64_t(u.y) << 32 | u.x);
-      }
-    }
-    // Empty the buffer of this CTA's previous call while the data flies.
-    ch.empty_previous(size_t(blockIdx.x) * kPacketThreads + t, size_t(kPacketBlocks) * kPacketThreads);
-    // Receive: each peer's lane decoded as the slice path decodes it, the sum in rank order in fp32,
-    // my own values exact (rotated for the rotated codecs). A failed wait (timeout, abort) leaves the
-    // loops running without waiting, so the warp stays whole for the shuffles; the output is then
-    // unspecified and the error is reported.
-    bool ok = true;
-    for (size_t i = 0;; ++i) {
-      const size_t L = lane_of(i);
-      if (L >= lanes) break;
-      float acc[kLaneValues];
-      for (int src = 0; src < W; ++src) {
-        float v[kLaneValues];
-        if (src == me) {
-          load_values<T>(a.in, a.send_offset[me] + L * kLaneValues, valid(L), aligned, v);
+    auto reduce_scatter = [&](auto units) {
+      // Round i's lane: this CTA's stretches (b, b + 256, ...) of 256 / kUnits lanes, 128 lanes a round,
+      // so lane L's units lie in wire vectors this CTA owns. A warp's 32 lanes are consecutive and lanes
+      // come in whole warps, so every loop below runs warp-uniform (the codec's shuffles need the whole
+      // warp); a warp's units are one contiguous run of 256 or 512 bytes.
+      constexpr int kUnits = decltype(units)::value;
+      constexpr size_t kRounds = 2 / kUnits;  // rounds a stretch takes
+      auto lane_of = [&](size_t i) {
+        return (blockIdx.x + size_t(kPacketBlocks) * (i / kRounds)) * (kPacketThreads * kRounds) +
+               (i % kRounds) * kPacketThreads + t;
+      };
+      // Lane L's units from rank `src` in rank `at`'s buffer.
+      auto units_at = [&](int at, int src, size_t L) {
+        return a.workspaces[at] + ch.region + (ch.buffer + size_t(src) * ch.V) * 16 + L * kUnits * 8;
+      };
+      const uint32_t mark = Units::mark_of(ch.epoch);
+      // Push: my lane of every peer's block, encoded as the slice path encodes it.
+      for (size_t i = 0;; ++i) {
+        const size_t L = lane_of(i);
+        if (L >= lanes) break;
+        for (int j = 1; j < W; ++j) {
+          const int d = rank_after(me, j, W);
+          float v[kLaneValues];
+          load_values<T>(a.in, a.send_offset[d] + L * kLaneValues, valid(L), aligned, v);
           if constexpr (kRotated) rotate_lane(v);
-        } else {
-          uint4 u = make_uint4(0u, 0u, 0u, 0u);
-          if (ok) {
-            if constexpr (kUnits == 2) {
-              const auto* slot = reinterpret_cast<const uint4*>(units_at(me, src, L));
-              ok = spin_until(w, [&] { return ld_volatile_v4(slot); },
-                              [&](const uint4& x) { return Units::arrived(x.y, mark) && Units::arrived(x.w, mark); }, u,
-                              src, ch.epoch, kPhaseExchangePackets);
-            } else {
-              const auto* slot = reinterpret_cast<const uint64_t*>(units_at(me, src, L));
-              uint64_t x = 0;
-              ok = spin_until(w, [&] { return ld_volatile_u64(slot); },
-                              [&](uint64_t y) { return Units::arrived(uint32_t(y >> 32), mark); }, x, src, ch.epoch,
-                              kPhaseExchangePackets);
-              u = make_uint4(uint32_t(x), uint32_t(x >> 32), 0u, 0u);
-            }
-          }
           typename Wire::Packed p;
-          const uint16_t scale = Units::unpack(u, p);
-          IO::decode(p, scale, v);
+          const uint16_t scale = IO::encode(v, p);
+          const uint4 u = Units::pack(p, scale, mark);
+          if constexpr (kUnits == 2)
+            st_volatile_v4(reinterpret_cast<uint4*>(units_at(d, me, L)), u);
+          else
+            st_volatile_u64(reinterpret_cast<uint64_t*>(units_at(d, me, L)), uint64_t(u.y) << 32 | u.x);
         }
-#pragma unroll
-        for (int k = 0; k < kLaneValues; ++k) acc[k] = src == 0 ? v[k] : acc[k] + v[k];
       }
-      if constexpr (kRotated) unrotate_lane(acc);
-      if (ok) store_values<T>(a.out, L * kLaneValues, valid(L), aligned, acc);
+      // Empty the buffer of this CTA's previous call while the data flies.
+      ch.empty_previous(size_t(blockIdx.x) * kPacketThreads + t, size_t(kPacketBlocks) * kPacketThreads);
+      // Receive: each peer's lane decoded as the slice path decodes it, the sum in rank order in fp32,
+      // my own values exact (rotated for the rotated codecs). A failed wait (timeout, abort) leaves the
+      // loops running without waiting, so the warp stays whole for the shuffles; the output is then
+      // unspecified and the error is reported.
+      bool ok = true;
+      for (size_t i = 0;; ++i) {
+        const size_t L = lane_of(i);
+        if (L >= lanes) break;
+        float acc[kLaneValues];
+        for (int src = 0; src < W; ++src) {
+          float v[kLaneValues];
+          if (src == me) {
+            load_values<T>(a.in, a.send_offset[me] + L * kLaneValues, valid(L), aligned, v);
+            if constexpr (kRotated) rotate_lane(v);
+          } else {
+            uint4 u = make_uint4(0u, 0u, 0u, 0u);
+            if (ok) {
+              if constexpr (kUnits == 2) {
+                const auto* slot = reinterpret_cast<const uint4*>(units_at(me, src, L));
+                auto both = [&](const uint4& x) { return Units::arrived(x.y, mark) && Units::arrived(x.w, mark); };
+                ok = spin_until(w, [&] { return ld_volatile_v4(slot); }, both, u, src, ch.epoch, kPhaseExchangePackets);
+              } else {
+                const auto* slot = reinterpret_cast<const uint64_t*>(units_at(me, src, L));
+                uint64_t x = 0;
+                ok = spin_until(w, [&] { return ld_volatile_u64(slot); },
+                                [&](uint64_t y) { return Units::arrived(uint32_t(y >> 32), mark); }, x, src, ch.epoch,
+                                kPhaseExchangePackets);
+                u = make_uint4(uint32_t(x), uint32_t(x >> 32), 0u, 0u);
+              }
+            }
+            typename Wire::Packed p;
+            const uint16_t scale = Units::unpack(u, p);
+            IO::decode(p, scale, v);
+          }
+  #pragma unroll
+          for (int k = 0; k < kLaneValues; ++k) acc[k] = src == 0 ? v[k] : acc[k] + v[k];
+        }
+        if constexpr (kRotated) unrotate_lane(acc);
+        if (ok) store_values<T>(a.out, L * kLaneValues, valid(L), aligned, acc);
+      }
+    };
+    if constexpr (Units::kOneUnitFits) {
+      if (coded_units_per_lane(Units::kLaneCodeBits, lanes) == 1) reduce_scatter(std::integral_constant<int, 1>{});
+      else reduce_scatter(std::integral_constant<int, 2>{});
+    } else {
+      reduce_scatter(std::integral_constant<int, 2>{});
     }
   } else if (t < kPacketThreads) {
     // Round i's lane: stretch k = per_lane * i + t / span of this CTA's stretches (b, b + 256, ...),
@@ -254,7 +263,7 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
   __syncthreads();
   if (t == 0) {
     ctrl->packet_epoch[blockIdx.x] = ch.epoch;
-    ctrl->packet_prev_vectors[blockIdx.x] = uint32_t(coded_packet_vectors(n, reduce, T == DType::kFloat32, Units::kUnits));
+    ctrl->packet_prev_vectors[blockIdx.x] = uint32_t(coded_packet_vectors(n, reduce, T == DType::kFloat32, Units::kLaneCodeBits));
   }
 }
 
