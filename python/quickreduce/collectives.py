@@ -44,9 +44,10 @@ def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor, 
 def takes_packets(comm, collective: str, x: torch.Tensor) -> bool:
     """Whether the exact passthrough of an even collective of input `x` sends its segments on the
     flag-in-data path (the C++ Communicator's own rule: the packet limit, max_size, the kernel's 2 MiB). There
-    the codecs take the same path carrying the values they decode to, at 1.2-1.9x the exact call's time
-    (2x and 4x H100, bf16, 2026-11-27), so an ``auto:<codec>`` bound never trades exactness for speed
-    there."""
+    the codecs take the same path and were no faster than the exact call at 8-512 KB (all-gather and
+    all-to-all 1.2-1.6x its time on 4x H200, reduce-scatter 1.0-1.4x on 2x H200, bf16, 2026-11-28), so an
+    ``auto:<codec>`` bound keeps the exact call there. (With 1-2 MiB segments the coded reduce-scatter
+    was faster on 2x H200: int4 5.5 against 8.4 us at 2 MB; the rule does not use that.)"""
     values = x.numel() if collective == "all_gather" else x.numel() // comm.world_size
     return _C.packet_path_fits(comm.world_size, comm.max_size, values * x.element_size(), comm.packet_segment_max_bytes)
 
