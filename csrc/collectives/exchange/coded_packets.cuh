@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kPacketThreads + kPacketControlThreads) exchan
             const uint16_t scale = Units::unpack(u, p);
             IO::decode(p, scale, v);
           }
-  #pragma unroll
+#pragma unroll
           for (int k = 0; k < kLaneValues; ++k) acc[k] = src == 0 ? v[k] : acc[k] + v[k];
         }
         if constexpr (kRotated) unrotate_lane(acc);
