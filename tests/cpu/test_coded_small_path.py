@@ -56,3 +56,4 @@ def test_units_a_lane():
     # the all-gather and all-to-all: one vector a lane, two in fp32
     assert _C.coded_packet_vectors(lanes * 8 + 8, False, False, codecs.codec_id("int4")) == lanes + 32
     assert _C.coded_packet_vectors(8, False, True, codecs.codec_id("int4")) == 64
+
