@@ -7,10 +7,10 @@
 //   reduce-scatter: the codec's own bytes. Each lane's codes and its block's 16-bit scale travel in
 //     8-byte units {32 payload bits, the call's 15-bit mark, 16 payload bits} (NCCL's LL line: an
 //     8-byte store arrives whole, so a unit whose mark is this call's holds this call's payload; an
-//     emptied slot's all-ones mark is no call's). One unit a lane for int4 / fp4 / int4h, two (one
-//     16-byte store) for int6 / int6h / fp8 / int8. The owner decodes each peer's lane as the slice
-//     path does and sums in rank order in fp32, its own values exact (in the rotated domain for the
-//     rotated codecs).
+//     emptied slot's all-ones mark is no call's). Two units a lane (one 16-byte store); int4 / fp4 /
+//     int4h one, once a thread takes more than one lane either way (coded_units_per_lane). The owner
+//     decodes each peer's lane as the slice path does and sums in rank order in fp32, its own values
+//     exact (in the rotated domain for the rotated codecs).
 //   all-gather, all-to-all: an encoded payload has no spare bit pattern for "not arrived", so each
 //     lane crosses as the codec round-trips it (rotated back), rounded to T: the values every
 //     receiver stores, the all-gather sender's own block too (16-bit T: one vector a lane); the
