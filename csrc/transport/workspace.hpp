@@ -90,10 +90,10 @@ QR_HD constexpr size_t coded_packet_vectors(size_t values, bool reduce_scatter, 
 // all-to-all carry decoded values, two to four times the codec's bytes, so past this the slice path,
 // which carries the codec's bytes, is faster.
 // 2026-11-28: on 4x H200, 16-bit all-gather / all-to-all ran faster on packets with 512 KB segments (1.5 MB in
-// from 3 peers) and on slices from 1 MB (int4, 4 MB in all: 17-19 us against 14-16); reduce-scatter (32-bit
-// wire) evenly at 256 KB segments, on slices from 512 KB (int4 at 8 MB: 19-20 us against 32). On 2x H200 the
-// packets stayed faster up to the channel's 2 MiB (all-gather fp8 4 MB in all: 12.0 against 15.1 us).
-// W = 8: the same 2 MiB in (292 KB a peer), not measured.
+// from 3 peers) and on slices from 1 MB (int4, 4 MB in all: 17-19 us against 14-16). On 2x H200 the packets
+// stayed faster up to the channel's 2 MiB (all-gather fp8 4 MB in all: 12.0 against 15.1 us), the reduce-scatter
+// in units too (fp8 2 MB segments: 12.1 against 13.7 us). The reduce-scatter's units at W = 4 and anything at
+// W = 8 (292 KB a peer) take the same 2 MiB in, not measured there.
 constexpr size_t kCodedPacketMaxIngressBytes = size_t(2) << 20;
 constexpr int kTwoShotMinThreads = 128;  // smallest CTA, so the most tiles a message can have
 constexpr int kTwoShotMaxThreads = 512;
