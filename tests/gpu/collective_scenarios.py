@@ -351,7 +351,8 @@ def coded_small_segments(rank, world_size):
             res[f"{name} {tag} == twin"] = same_values(g, t)
             res[f"{name} {tag} == slice path"] = None if torch.equal(g.view(bits), r.view(bits)) else "differs"
         res[f"all_gather identical {tag}"] = None if same_on_all_ranks(got[1]) else "ranks differ"
-    # Coded and exact calls alternating on the packet channel (LL units and round-tripped values, exact packets), in a graph.
+    # Coded and exact calls alternating on the packet channel (coded units and round-tripped values, exact
+    # packets), in a graph.
     k = 4096 + 24
     bank = []
     for b in range(4):
