@@ -28,6 +28,7 @@ void register_comm(nb::module_& m) {
   m.attr("ALGO_ONE_SHOT") = int(qr::Algo::kOneShot);
   m.attr("ALGO_TWO_SHOT") = int(qr::Algo::kTwoShot);
   m.attr("MAX_WORLD_SIZE") = qr::kMaxWorldSize;
+  m.attr("PACKET_CHANNEL_VALUES") = size_t(qr::kPacketBlocks) * qr::kPacketThreads * qr::kLaneValues;
   m.def("one_shot_max_bytes", &qr::one_shot_max_bytes, "world_size"_a,
         "Largest message the one-shot takes for this world size (a smaller max_size lowers it).");
 

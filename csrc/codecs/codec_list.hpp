@@ -60,9 +60,11 @@ constexpr bool codec_is_scaled(CodecId id) {
 
 // Bits of codes one lane of 8 values carries, its block's scale apart (the coded small path's wire,
 // transport/workspace.hpp: coded_packet_vectors).
+template <class Codec>
+constexpr int kLaneCodeBits = (Codec::kPlaneABytes + Codec::kPlaneBBytes) * 8;
 constexpr int codec_lane_code_bits(CodecId id) {
 #define QR_LANE_BITS(e, name, profile, type, bits4, kind, rotated_of) \
-  if (id == CodecId::e) return (type::kPlaneABytes + type::kPlaneBBytes) * 8;
+  if (id == CodecId::e) return kLaneCodeBits<type>;
   QR_CODEC_LIST(QR_LANE_BITS)
 #undef QR_LANE_BITS
   return 0;

@@ -50,7 +50,7 @@ __device__ __forceinline__ void coded_wire_of(const float v[kLaneValues], int pe
 template <class Wire>
 struct CodedUnits {
   using Packed = typename Wire::Packed;
-  static constexpr int kLaneCodeBits = (Wire::kPlaneABytes + Wire::kPlaneBBytes) * 8;
+  static constexpr int kLaneCodeBits = qr::kLaneCodeBits<Wire>;
   static constexpr bool kOneUnitFits = coded_units_per_lane(kLaneCodeBits, ~size_t(0)) == 1;
   static_assert(Wire::kPlaneABytes == 4 || Wire::kPlaneABytes == 8, "a lane's codes: 32 or 64 bits, and 16 more");
   // The call's mark: 15 bits of its epoch, never the all-ones of an emptied slot.
