@@ -2,7 +2,7 @@
 # call, NCCL beside it. Size = the larger tensor (reduce-scatter's input, all-gather's output, all-to-all's).
 # DEV_SIZES (MiB, or K), DEV_KINDS (rs, ag, a2a), DEV_CODECS (fp16 = passthrough, fp8, int4, ...), DEV_THREADS (0 = the rule,
 # -1 = the rule's CTA size on the slice path: no packets), DEV_CALLS (calls a graph; more amortise the ranks' skew at
-# each replay's start at small sizes).
+# each replay's start at small sizes), DEV_DTYPE (bf16 or fp32).
 import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gpu"))
 import harness
@@ -25,15 +25,16 @@ def run(rank, world, port):
     cols = ["nccl"] + [f"{c}_t{t}" for c in codec_names for t in threads]
     if rank == 0: print("kind bytes " + " ".join(f"{c:>15}" for c in cols), flush=True)
     W = world
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[os.environ.get("DEV_DTYPE", "bf16")]
     for kind in kinds:
         for nbytes in sizes:
-            n = nbytes // 2
+            n = nbytes // dtype.itemsize
             k = n // W  # values per segment
             calls = int(os.environ.get("DEV_CALLS", 20 if nbytes <= (64 << 20) else 5))
             nbuf = max(1, min(calls, (256 << 20) // nbytes))
-            big = [torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)]
-            small = [torch.randn(k, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)]
-            out_big, out_small = torch.empty(n, device="cuda", dtype=torch.bfloat16), torch.empty(k, device="cuda", dtype=torch.bfloat16)
+            big = [torch.randn(n, device="cuda", dtype=dtype) for _ in range(nbuf)]
+            small = [torch.randn(k, device="cuda", dtype=dtype) for _ in range(nbuf)]
+            out_big, out_small = torch.empty(n, device="cuda", dtype=dtype), torch.empty(k, device="cuda", dtype=dtype)
             src = big if kind in ("rs", "a2a") else small
             out = out_small if kind == "rs" else out_big
             row = []
@@ -46,7 +47,7 @@ def run(rank, world, port):
                         else: dist.all_to_all_single(out, x)
                         return
                     codec, t = col.rsplit("_t", 1)
-                    comm._c.exchange(_KINDS[names[kind]], x.data_ptr(), out.data_ptr(), DTYPE_IDS[torch.bfloat16],
+                    comm._c.exchange(_KINDS[names[kind]], x.data_ptr(), out.data_ptr(), DTYPE_IDS[dtype],
                                      codecs.codec_id(codec), [k] * W, [k] * W, torch.cuda.current_stream().cuda_stream,
                                      pdl=comm.pdl, threads=max(int(t), 0), even_splits=kind == "a2a",
                                      packet_max_bytes=0 if int(t) < 0 else comm.packet_segment_max_bytes)
