@@ -284,6 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-csv", action="append", default=None, metavar="CSV[,CSV]",
                    help="build the table from CSVs that earlier tune or bench runs wrote, every "
                         "collective in them; comma list or repeated (no GPU run)")
+    p.add_argument("--driver", default=None, metavar="VERSION",
+                   help="with --from-csv: the NVIDIA driver the CSVs were measured under, recorded in the "
+                        "table (default: this machine's)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                    help="seconds for all the sweeps together")
     add_multicast_option(p)
@@ -300,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"quickreduce tune: {exc}", file=sys.stderr)
         return 2
     sizes_text = args.sizes
+    if args.driver and not args.from_csv:
+        print("quickreduce tune: --driver names the driver of --from-csv's measurements; a run records "
+              "this machine's", file=sys.stderr)
+        return 2
     if args.from_csv:
         paths = [p.strip() for value in args.from_csv for p in value.split(",") if p.strip()]
         missing = [p for p in paths if not Path(p).is_file()]
@@ -335,9 +342,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     note = (f"measured by quickreduce tune on {time.strftime('%Y-%m-%d')}, "
             f"{result['device']} x{result['world_size']}, sizes {sizes_text}")
-    data = table_from_measurements(measurements, result["device"], result["world_size"], note=note)
+    driver = args.driver if args.from_csv else None
+    data = table_from_measurements(measurements, result["device"], result["world_size"], driver=driver, note=note)
     print_description(data)
-    targets = [] if args.no_cache else [cache_path(result["device"], result["world_size"])]
+    targets = [] if args.no_cache else [cache_path(result["device"], result["world_size"], data["driver"])]
     targets += [Path(args.out)] if args.out else []
     for target in targets:
         print(f"wrote {save_table(data, target)}", file=sys.stderr)
