@@ -39,19 +39,18 @@ void register_comm(nb::module_& m) {
         }, "world_size"_a, "max_bytes"_a, "segment_bytes"_a, "packet_max_bytes"_a,
         "Whether an even exact segment of this size takes the collectives' flag-in-data path.");
   m.def("coded_packet_path_fits",
-        [](int world_size, size_t max_bytes, size_t segment_values, size_t value_bytes, bool reduce_scatter, int codec,
-           size_t packet_max_bytes) {
+        [](int world_size, size_t max_bytes, size_t segment_values, size_t value_bytes, int codec, size_t packet_max_bytes) {
           return qr::WorkspaceLayout::make(world_size, max_bytes)
-              .coded_packet_path_fits(segment_values, value_bytes, reduce_scatter, qr::codec_lane_code_bits(qr::CodecId(codec)),
+              .coded_packet_path_fits(segment_values, value_bytes, qr::codec_lane_code_bits(qr::CodecId(codec)),
                                       packet_max_bytes, world_size);
         },
-        "world_size"_a, "max_bytes"_a, "segment_values"_a, "value_bytes"_a, "reduce_scatter"_a, "codec"_a,
-        "packet_max_bytes"_a, "Whether an even segment with this scaled codec takes the flag-in-data path.");
+        "world_size"_a, "max_bytes"_a, "segment_values"_a, "value_bytes"_a, "codec"_a, "packet_max_bytes"_a,
+        "Whether an even segment with this scaled codec takes the flag-in-data path (any collective).");
   m.def("coded_packet_vectors",
-        [](size_t segment_values, bool reduce_scatter, bool fp32, int codec) {
-          return qr::coded_packet_vectors(segment_values, reduce_scatter, fp32, qr::codec_lane_code_bits(qr::CodecId(codec)));
+        [](size_t segment_values, int codec) {
+          return qr::coded_packet_vectors(segment_values, qr::codec_lane_code_bits(qr::CodecId(codec)));
         },
-        "segment_values"_a, "reduce_scatter"_a, "fp32"_a, "codec"_a,
+        "segment_values"_a, "codec"_a,
         "16-byte wire vectors one source sends for such a segment on the coded flag-in-data path.");
 
   m.def("codec_wire_bytes", [](size_t numel, int codec) { return qr::codec_wire_bytes(numel, qr::CodecId(codec)); },

@@ -170,8 +170,7 @@ cudaError_t launch_exchange_coded_packets(const ExchangeArgs& args, DType dtype,
     if constexpr (!Codec::kScaled) {
       return cudaErrorInvalidValue;  // exact codecs take exchange_packets_kernel
     } else {
-      const bool reduce = ExchangeKind(args.kind) == ExchangeKind::kReduceScatter;
-      const size_t vectors = coded_packet_vectors(args.even_count, reduce, T == DType::kFloat32, kLaneCodeBits<Codec>);
+      const size_t vectors = coded_packet_vectors(args.even_count, kLaneCodeBits<Codec>);
       return launch(exchange_coded_packets_kernel<Codec, T>, packet_blocks(vectors), kPacketThreads + kPacketControlThreads,
                     args, stream);
     }

@@ -306,8 +306,7 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
     return;
   }
   if (threads == 0 && codec_is_scaled(codec) && !args.sizes_cross &&
-      layout_.coded_packet_path_fits(send_counts[0], elem, kind == ExchangeKind::kReduceScatter,
-                                     codec_lane_code_bits(codec), packet_max_bytes, W)) {
+      layout_.coded_packet_path_fits(send_counts[0], elem, codec_lane_code_bits(codec), packet_max_bytes, W)) {
     args.signature = exchange_signature(kind, send_counts[0], dtype, codec, kPacketPath);
     QR_CUDA_CHECK(launch_exchange_coded_packets(args, dtype, codec, reinterpret_cast<cudaStream_t>(stream)));
     return;

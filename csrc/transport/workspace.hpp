@@ -68,27 +68,26 @@ constexpr int kPacketThreads = 128;
 constexpr int kPacketControlThreads = 32;
 constexpr size_t kPacketMaxSegmentBytes = size_t(2) << 20;  // 4 vectors a thread at the most
 // The scaled codecs' small path (exchange/coded_packets.cuh) on the same channel: a segment crosses
-// as lanes of 8 values, whole warps of 32 lanes. All-gather and all-to-all: one 16-byte vector a lane
-// (16-bit T: the round-tripped values) or two (fp32). Reduce-scatter: the lane's codes and its block's
-// scale in 8-byte units, each {32 payload bits, a 16-bit mark of the call, 16 payload bits} (the
-// mark says the unit arrived), two a lane (one 16-byte vector); a lane of 32 bits of codes (int4,
-// fp4, int4h) takes one unit once the segment has more lanes than the channel has threads. (One unit
-// puts two lanes in a CTA's vector, so a thread takes two lanes: on 2x H200, 2026-11-28, int4 at 8 KB
-// took 3.83 us on one unit a lane where fp8 and int6 took 2.69-2.77 on two; with 1 MB segments int4
-// on one unit took 5.6 us, fp8 on two 7.7.)
+// as lanes of 8 values, whole warps of 32 lanes, each lane as its codes and its block's scale in
+// 8-byte units, each {32 payload bits, a 16-bit mark of the call, 16 payload bits} (the mark says the
+// unit arrived), two a lane (one 16-byte vector); a lane of 32 bits of codes (int4, fp4, int4h) takes
+// one unit once the segment has more lanes than the channel has threads. (One unit puts two lanes in
+// a CTA's vector, so a thread takes two lanes: on 2x H200, 2026-11-28, int4 at 8 KB took 3.83 us on
+// one unit a lane where fp8 and int6 took 2.69-2.77 on two; with 1 MB segments int4 on one unit took
+// 5.6 us, fp8 on two 7.7.)
 QR_HD constexpr size_t coded_packet_lanes(size_t values) { return (values + 255) / 256 * 32; }
 QR_HD constexpr int coded_units_per_lane(int lane_code_bits, size_t lanes) {
   return lane_code_bits + 16 <= 48 && lanes > size_t(kPacketBlocks) * kPacketThreads ? 1 : 2;
 }
 // 16-byte wire vectors one source sends for a segment of this many values (lane_code_bits: the
-// codec's, codec_lane_code_bits).
-QR_HD constexpr size_t coded_packet_vectors(size_t values, bool reduce_scatter, bool fp32, int lane_code_bits) {
+// codec's, codec_lane_code_bits). (The lanes that cross as values, coded_packets.cuh, take one vector,
+// as two units do.)
+QR_HD constexpr size_t coded_packet_vectors(size_t values, int lane_code_bits) {
   const size_t lanes = coded_packet_lanes(values);
-  return reduce_scatter ? lanes * size_t(coded_units_per_lane(lane_code_bits, lanes)) / 2 : lanes * (fp32 ? 2 : 1);
+  return lanes * size_t(coded_units_per_lane(lane_code_bits, lanes)) / 2;
 }
-// The most wire a coded call's rank takes in from all its peers on that path: the all-gather and
-// all-to-all carry decoded values, two to four times the codec's bytes, so past this the slice path,
-// which carries the codec's bytes, is faster.
+// The most wire a coded call's rank takes in from all its peers on that path (past it the slice path
+// was faster where the wire carried decoded values, two to four times the codec's bytes).
 // 2026-11-28: on 4x H200, 16-bit all-gather / all-to-all ran faster on packets with 512 KB segments (1.5 MB in
 // from 3 peers) and on slices from 1 MB (int4, 4 MB in all: 17-19 us against 14-16). On 2x H200 the packets
 // stayed faster up to the channel's 2 MiB (all-gather fp8 4 MB in all: 12.0 against 15.1 us), the reduce-scatter
@@ -194,9 +193,9 @@ struct WorkspaceLayout {
   }
   // The coded path: the segment within packet_max_bytes, its wire within a buffer, all peers' within
   // kCodedPacketMaxIngressBytes.
-  bool coded_packet_path_fits(size_t segment_values, size_t value_bytes, bool reduce_scatter, int lane_code_bits,
-                              size_t packet_max_bytes, int world_size) const {
-    const size_t wire = coded_packet_vectors(segment_values, reduce_scatter, value_bytes == 4, lane_code_bits);
+  bool coded_packet_path_fits(size_t segment_values, size_t value_bytes, int lane_code_bits, size_t packet_max_bytes,
+                              int world_size) const {
+    const size_t wire = coded_packet_vectors(segment_values, lane_code_bits);
     return segment_values > 0 && segment_values * value_bytes <= packet_max_bytes && wire <= packet_vectors &&
            wire * 16 * size_t(world_size - 1) <= kCodedPacketMaxIngressBytes;
   }
