@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Ready (a 4-GPU kind; nvidia-h100-x4 may land on 4x H200): the coded reduce-scatter's small path in LL units (landed
-# 2026-11-28, measured on 2x H200 only) at W = 4: tests, then main / ownx A B at 8 KB-4 MB (ownx-ext = main before
-# the change), then the family republished at W = 4 and at W = 2 (GPUs 0-1) for the card it lands on.
-# Expectation at W = 4: coded reduce-scatter / exact from 1.41-1.83 (call aw) to at most ~1.4 at 8-512 KB.
-# Wheels: .wheels/main-ext (main's C++ as of the LL-units commit), .wheels/ownx-ext. Carry both.
+# Ready (a 4-GPU kind; nvidia-h100-x4 may land on 4x H200): the coded small path in LL units (the reduce-scatter's
+# and, since 88b1e31, the all-gather / all-to-all's but the rotated codecs' 16-bit ones; measured on 2x H200 only) at
+# W = 4: tests, then main / ownx A B at 8 KB-4 MB (ownx-ext = main before either change), then the family republished
+# at W = 4 and at W = 2 (GPUs 0-1) for the card it lands on.
+# Expectation at W = 4: coded / exact from 1.41-1.83 (reduce-scatter), 1.23-1.38 (all-gather), 1.29-1.56 (all-to-all)
+# (call aw) to at most ~1.4 at 8-512 KB; fp32 all-gather / all-to-all 10-35% faster than ownx.
+# Wheels: .wheels/main-ext (main's C++ at 88b1e31, the hyb wheel of call bc), .wheels/ownx-ext. Carry both.
 set -uo pipefail
 DEVICE_LOG=call.log source lab/scripts/device_lib.sh
 SECONDS=0
@@ -14,7 +16,7 @@ QR_TEST_WORLD_SIZE=$gpus QR_TEST_SCENARIOS=collectives_vs_twin,coded_small_segme
 echo "tests main W=$gpus: exit $? [$SECONDS s]"; grep -E "checks|passed|failed" $OUT/tests-w$gpus.log | tail -6
 for v in ownx main; do
   use $v-ext > /dev/null
-  DEV_CALLS=200 DEV_SIZES=8K,32K,128K,512K,1,2,4 DEV_KINDS=rs DEV_CODECS=fp16,fp8,int6,int4,int4h DEV_THREADS=0 timeout 80 \
+  DEV_CALLS=200 DEV_SIZES=8K,32K,128K,512K,1,2,4 DEV_KINDS=rs,ag,a2a DEV_CODECS=fp16,fp8,int6,int4,int4h DEV_THREADS=0 timeout 120 \
     python3 lab/scripts/dev_exchange.py > /tmp/dx.log 2>&1
   echo "dev_exchange W=$gpus $v: exit $? [$SECONDS s]"; sed "s/^/W$gpus $v /" /tmp/dx.log | tee -a $OUT/dev-exchange.log | grep -E "(kind|rs) "
 done
