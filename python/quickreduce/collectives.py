@@ -44,12 +44,13 @@ def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor, 
 def takes_packets(comm, collective: str, x: torch.Tensor) -> bool:
     """Whether an even collective of input `x` keeps the exact call under an ``auto:<codec>`` bound: its
     passthrough segments take the flag-in-data path (the C++ Communicator's own rule: the packet limit,
-    max_size, the kernel's 2 MiB) and the codecs, which take the same path, were no faster there. Measured
-    (bf16, 2026-11-28): all-gather and all-to-all 1.2-1.6x the exact call's time at 8-512 KB (4x H200);
-    reduce-scatter 1.0-1.4x up to segments of _C.PACKET_CHANNEL_VALUES (a lane a thread), but faster past
-    them (2x H200: int4 5.5 against 8.4 us at 2 MB), where the tuning table decides."""
+    max_size, the kernel's 2 MiB) and hold at most _C.PACKET_CHANNEL_VALUES values (a lane a thread of the
+    channel), where the codecs, which take the same path, were no faster (bf16, 2026-11-28, 2x H200:
+    1.0-1.25x the exact call's time at 8-512 KB; 4x H200, before the codecs' units: 1.2-1.8x). Past that
+    the int4-family codecs send one unit a lane and were faster (2x H200, 2 MB: reduce-scatter int4 5.5
+    against 8.4 us, all-gather 4.6 against 6.3), so the tuning table decides."""
     values = x.numel() if collective == "all_gather" else x.numel() // comm.world_size
-    if collective == "reduce_scatter" and values > _C.PACKET_CHANNEL_VALUES:
+    if values > _C.PACKET_CHANNEL_VALUES:
         return False
     return _C.packet_path_fits(comm.world_size, comm.max_size, values * x.element_size(), comm.packet_segment_max_bytes)
 

@@ -320,8 +320,8 @@ def test_collective_codecs_from_the_table_and_without_it():
 
 def test_auto_bound_stays_exact_where_the_segments_take_packets():
     """auto:<codec> runs the exact passthrough where its segments take the flag-in-data path (the codecs
-    were no faster there), and the table's choice above that and for reduce-scatter segments of more
-    lanes than the channel has threads (where its coded path was faster)."""
+    were no faster there), and the table's choice above that and for segments of more lanes than the
+    channel has threads (where the coded path was faster)."""
     import types
 
     import torch
@@ -339,16 +339,18 @@ def test_auto_bound_stays_exact_where_the_segments_take_packets():
     def codec(collective, megabytes, even=True, **changes):
         for key, value in changes.items():
             setattr(comm, key, value)
-        x = torch.empty(megabytes * (1 << 20) // 2, dtype=torch.bfloat16)
+        x = torch.empty(int(megabytes * (1 << 20)) // 2, dtype=torch.bfloat16)
         return collectives.resolve_codec(comm, collective, None, x, even)
 
     assert codec("reduce_scatter", 1) == "fp16"  # 512 KiB segments: packets, a lane a thread, exact
     assert codec("reduce_scatter", 4) == "int4"  # 2 MiB segments: packets past a lane a thread, the table's codec
     assert codec("reduce_scatter", 8) == "int4"  # 4 MiB segments: the slice path, the table's codec
-    assert codec("all_gather", 2) == "fp16"  # an all-gather's segment is its whole input
+    assert codec("all_gather", 0.5) == "fp16"  # an all-gather's segment is its whole input
+    assert codec("all_gather", 2) == "int4"  # packets past a lane a thread
     assert codec("all_gather", 4) == "int4"
-    assert codec("all_to_all", 4) == "fp16"
-    assert codec("all_to_all", 4, even=False) == "int4"  # split sizes given: no packets
+    assert codec("all_to_all", 1) == "fp16"
+    assert codec("all_to_all", 4) == "int4"
+    assert codec("all_to_all", 1, even=False) == "int4"  # split sizes given: no packets
     assert codec("reduce_scatter", 1, packet_segment_max_bytes=0) == "int4"  # packets switched off
     assert codec("reduce_scatter", 1, packet_segment_max_bytes=2 << 20, max_size=256 << 10) == "int4"
     # a limit above the kernel's 2 MiB does not make 4 MiB segments packets
