@@ -40,14 +40,28 @@ struct PhaseTimers {
 // The segment exchange's timeline (exchange.cuh), under the same switch: thread 0 of CTA 0 and of the
 // call's last CTA (the one that advances the epoch) stamps the SM clock at each point below and prints
 // the steps between them when the call ends, with the global timer (ns) at its start and its length, so
-// CTA 0's start and the last CTA's end bound the call (lab/scripts/exchange_timers.py runs it).
+// CTA 0's start and the last CTA's end bound the call (lab/scripts/exchange_timers.py runs it). Inside
+// push_receive it adds up its laps: encoding and staging the pushes (with thread 0's waits for free
+// stage slots), waiting for the sources' flags, decoding, and announcing (waiting for this CTA's bulk
+// copies to land: the link) (lab/scripts/exchange_laps.py).
 enum class ExchangeMark { kStart, kCounts, kPeersReady, kSizes, kPlan, kMoved, kEnd, kCount };
+enum class ExchangeLap { kPush, kWait, kDecode, kAnnounce, kCount };
 
 struct ExchangeTimers {
 #if QR_PHASE_TIMERS
   long long at[int(ExchangeMark::kCount)] = {};
   unsigned long long start_ns = 0, end_ns = 0;
   bool last = false;
+  long long lap_at = 0, laps[int(ExchangeLap::kCount)] = {};
+  __device__ void lap_start() {
+    if (threadIdx.x == 0) lap_at = clock64();
+  }
+  __device__ void lap(ExchangeLap l) {
+    if (threadIdx.x != 0) return;
+    const long long now = clock64();
+    laps[int(l)] += now - lap_at;
+    lap_at = now;
+  }
   __device__ void mark(ExchangeMark m) {
     if (threadIdx.x != 0) return;
     at[int(m)] = clock64();
@@ -59,14 +73,18 @@ struct ExchangeTimers {
     if (threadIdx.x != 0 || (blockIdx.x != 0 && !last)) return;
     auto step = [&](ExchangeMark a, ExchangeMark b) { return at[int(b)] - at[int(a)]; };
     printf("exchange_timers rank %d dynamic %d CTA %d%s of %d x %d (cycles): counts %lld peers_ready %lld sizes %lld "
-           "plan %lld push_receive %lld end %lld | start %llu ns, %llu ns long\n",
+           "plan %lld push_receive %lld end %lld | start %llu ns, %llu ns long | laps: push %lld wait %lld decode %lld "
+           "announce %lld\n",
            rank, dynamic, int(blockIdx.x), last ? " (last)" : "", int(gridDim.x), int(blockDim.x),
            step(ExchangeMark::kStart, ExchangeMark::kCounts),
            step(ExchangeMark::kCounts, ExchangeMark::kPeersReady), step(ExchangeMark::kPeersReady, ExchangeMark::kSizes),
            step(ExchangeMark::kSizes, ExchangeMark::kPlan), step(ExchangeMark::kPlan, ExchangeMark::kMoved),
-           step(ExchangeMark::kMoved, ExchangeMark::kEnd), start_ns, end_ns - start_ns);
+           step(ExchangeMark::kMoved, ExchangeMark::kEnd), start_ns, end_ns - start_ns, laps[0], laps[1], laps[2],
+           laps[3]);
   }
 #else
+  __device__ void lap_start() {}
+  __device__ void lap(ExchangeLap) {}
   __device__ void mark(ExchangeMark) {}
   __device__ void mark_last() {}
   __device__ void report(int, int) const {}

@@ -416,6 +416,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     }
     __syncthreads();
     if (s_failed) return false;
+    timers.lap(ExchangeLap::kWait);
     auto decode_from = [&](int s, size_t i, float v[kLaneValues]) {
       Packed p;
       const uint16_t scale = IO::load(local + a.layout.xc_data + s_base_in[s] + i * sl.total, sl, slice_lane, p, nullptr);
@@ -459,10 +460,14 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   };
 
   bool ok = true;
+  timers.lap_start();
   for (uint32_t step = 0; ok && step <= steps; ++step) {
     if (step < steps) push(step);
+    timers.lap(ExchangeLap::kPush);
     if (step >= 1) ok = receive(step - 1);
+    timers.lap(ExchangeLap::kDecode);
     if (step < steps) announce(step);  // after the receive: the copies flew while it decoded
+    timers.lap(ExchangeLap::kAnnounce);
   }
   if (lane == 0) bulk_wait_all();  // a failed wait may leave copies reading shared memory
   if (!ok) return;
