@@ -27,8 +27,8 @@
 
 namespace qr {
 
-// The reduce-scatter's wire units of one lane (see the top): Packed codes and the block's scale in
-// kUnits 8-byte units, each {lo: 32 payload bits, hi: mark << 16 | 16 payload bits}.
+// A lane's wire units (see the top): Packed codes and the block's scale in kUnits 8-byte units, each
+// {lo: 32 payload bits, hi: mark << 16 | 16 payload bits}.
 template <class Wire>
 struct CodedUnits {
   using Packed = typename Wire::Packed;
