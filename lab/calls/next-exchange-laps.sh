@@ -5,7 +5,9 @@
 # built with QR_PHASE_TIMERS=1: slower, never benchmark it). Reading: if announce dominates, the CTA waits on the
 # link with nothing else to do (overlap across CTAs is the lever: warp-specialised steps or more CTAs); if push or
 # decode dominate, the codec's arithmetic / HBM is (fewer instructions, wider loads).
-# Carry .wheels/timers-ext
+# Then (wheel main-ext) the CTA size at 128 / 512 MB: the rule's, 256 and 512 threads (a 256-thread CTA leaves room
+# for four an SM: more steps in flight to overlap a CTA's encode with another's copies).
+# Carry .wheels/timers-ext .wheels/main-ext
 set -uo pipefail
 DEVICE_LOG=call.log source lab/scripts/device_lib.sh
 SECONDS=0
@@ -17,3 +19,7 @@ if [ $gpus -gt 2 ]; then
   CUDA_VISIBLE_DEVICES=0,1 timeout 150 python3 lab/scripts/exchange_laps.py > $OUT/laps-w2.log 2>&1
   echo "laps W=2: exit $? [$SECONDS s]"; grep -A4 -E "^--- .* call 2" $OUT/laps-w2.log | grep -E "^---|rank 0 " | cut -c1-400
 fi
+use main-ext > /dev/null
+DEV_SIZES=128,512 DEV_KINDS=rs,ag,a2a DEV_CODECS=fp16,fp8,int4 DEV_THREADS=0,256,512 timeout 150 python3 lab/scripts/dev_exchange.py \
+  > $OUT/threads-w$gpus.log 2>&1
+echo "threads W=$gpus: exit $? [$SECONDS s]"; cat $OUT/threads-w$gpus.log
