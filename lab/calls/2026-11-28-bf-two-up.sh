@@ -13,10 +13,26 @@ DEVICE_LOG=call.log source lab/scripts/device_lib.sh
 SECONDS=0
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); gpus=$(nvidia-smi -L | wc -l); echo "GPU: $gpu x $gpus"
 use twoup-ext > /dev/null
-for v in 2 3; do
-  QR_DEV_EXCHANGE_CTAS=$v QR_TEST_WORLD_SIZE=$gpus QR_TEST_SCENARIOS=collectives_vs_twin,uneven_all_to_all,collective_graph_replays,coded_small_segments \
-    timeout 100 python3 -m pytest -q -s tests/gpu/test_collectives.py -p no:cacheprovider > $OUT/tests-twoup-c$v.log 2>&1
-  echo "tests twoup c$v: exit $? [$SECONDS s]"; grep -E "checks|passed|failed" $OUT/tests-twoup-c$v.log | tail -5
+QR_DEV_EXCHANGE_CTAS=2 QR_TEST_WORLD_SIZE=$gpus \
+  QR_TEST_SCENARIOS=large_segments_vs_twin,collectives_vs_twin,uneven_all_to_all,mixed_cta_all_to_all,collective_graph_replays,coded_small_segments \
+  timeout 150 python3 -m pytest -q -s tests/gpu/test_collectives.py -p no:cacheprovider > $OUT/tests-twoup.log 2>&1
+echo "tests twoup c2: exit $? [$SECONDS s]"; grep -E "checks|passed|failed" $OUT/tests-twoup.log | tail -8
+QR_TEST_WORLD_SIZE=$gpus QR_TEST_SCENARIOS=dynamic_vs_host_sized,dynamic_graph_replays \
+  timeout 100 python3 -m pytest -q -s tests/gpu/test_all_to_all_dynamic_gpu.py -p no:cacheprovider >> $OUT/tests-twoup.log 2>&1
+echo "tests twoup dynamic: exit $? [$SECONDS s]"; grep -E "checks|passed|failed" $OUT/tests-twoup.log | tail -3
+for v in twoup wide; do
+  use $v-ext > /dev/null
+  QR_TEST_WORLD_SIZE=$gpus QR_TEST_SCENARIOS=large_segments_vs_twin \
+    timeout 100 python3 -m pytest -q -s tests/gpu/test_collectives.py -p no:cacheprovider > $OUT/tests-$v-large.log 2>&1
+  echo "tests $v large (rule): exit $? [$SECONDS s]"; grep -E "checks|passed|failed" $OUT/tests-$v-large.log | tail -3
+done
+# Correctness of both on the sizes the rule moves (bench checks every row against float64 and across ranks).
+for v in wide twoup; do
+  use $v-ext > /dev/null
+  timeout 80 python3 -m quickreduce.cli bench --no-multicast --gpus $gpus --collective reduce_scatter,all_gather,all_to_all \
+    --sizes 48M,64M,96M,256M --methods 'qr_*' --codecs fp8,int4,int4h,int6 --iters 2 --replays 3 --timeout 75 --csv $OUT/check-$v.csv > /tmp/check.log 2>&1
+  echo "bench check $v: exit $? [$SECONDS s]"; grep -iE "error|fail|mismatch|not identical" /tmp/check.log | head -5
+  python3 -c "import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); print(len(r), 'rows; identical:', sorted({x['identical'] for x in r}), 'max rel_err by codec:', {m: max(float(x['rel_err']) for x in r if x['method']==m) for m in sorted({x['method'] for x in r})})" $OUT/check-$v.csv
 done
 for r in 1 2; do
   for v in wide twoup-c2 twoup-c3; do

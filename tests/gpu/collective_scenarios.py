@@ -107,6 +107,38 @@ def collectives_vs_twin(rank, world_size):
     return res
 
 
+def large_segments_vs_twin(rank, world_size):
+    """The slice path where CTAs take many slices: every collective bit-exact with the twin on segments
+    of ~2M values (slices forced: QUICKREDUCE_PACKET_SEGMENT_MAX_KB=0) and past 64 MiB a call, each
+    with a partial last slice (on 2 GPUs a 16-bit call's threads take two slices a step, the last ones
+    one at a time); all-gather identical on every rank."""
+    res = {}
+    W = world_size
+    big = (64 << 20) // (2 * W) + 3 * 2048 + 5  # a 16-bit call's larger tensor just past 64 MiB
+    cases = [("bf16", 2_000_003), ("fp16", 2_000_003), ("fp32", 2_000_003), ("bf16", big), ("fp32", big // 2)]
+    comm = qr.Communicator(max_size=W * big * 2 + (1 << 20))
+    comm.packet_segment_max_bytes = 0  # what QUICKREDUCE_PACKET_SEGMENT_MAX_KB=0 sets
+    for ci, (dname, k) in enumerate(cases):
+        dtype = DTYPES[dname]
+        xs = rank_inputs(5000 + ci, W * k, dtype, W)
+        x = xs[rank]
+        for codec in ["fp16", "fp8", "int6", "int4", "int4h"]:
+            tag = f"{dname}/{codec}/k={k}"
+            rs = comm.reduce_scatter(x, codec=codec)
+            ag = comm.all_gather(x[:k], codec=codec)
+            a2a = comm.all_to_all(x, codec=codec)
+            torch.cuda.synchronize()
+            comm.check()
+            res[f"reduce_scatter {tag}"] = same_values(rs, twin_reduce_scatter(xs, dname, codec, rank))
+            res[f"all_gather {tag}"] = same_values(ag, twin_all_gather([y[:k] for y in xs], dname, codec))
+            res[f"all_to_all {tag}"] = same_values(a2a, twin_all_to_all(xs, dname, codec, [[k] * W] * W, rank))
+            res[f"all_gather identical {tag}"] = None if same_on_all_ranks(ag) else "ranks differ"
+            del rs, ag, a2a
+        del xs, x
+    comm.close()
+    return res
+
+
 def uneven_all_to_all(rank, world_size):
     """Random uneven splits (zeros included), rows of several values, odd offsets: bit-exact with the twin."""
     res = {}

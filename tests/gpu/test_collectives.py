@@ -8,7 +8,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
 
-SCENARIOS = harness.selected(["collectives_vs_twin", "uneven_all_to_all", "mixed_cta_all_to_all", "fp32_all_reduce", "collective_graph_replays", "small_segments",
+SCENARIOS = harness.selected(["collectives_vs_twin", "large_segments_vs_twin", "uneven_all_to_all", "mixed_cta_all_to_all", "fp32_all_reduce", "collective_graph_replays", "small_segments",
              "coded_small_segments",
              "collective_bad_inputs", "collective_peer_timeout", "collective_mismatch", "collective_soak"])
 WORLD = int(os.environ.get("QR_TEST_WORLD_SIZE", "2"))

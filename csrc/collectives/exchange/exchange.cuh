@@ -15,7 +15,9 @@
 // Slices: CTA c handles the c-th of G near-equal contiguous ranges of every segment, on every rank
 // alike (sender and receiver of a segment compute the same range), each range cut into as many
 // groups; step g pushes group g, receives g-1 and then announces g, so one group's copies fly while
-// the previous group is decoded.
+// the previous group is decoded. On 2 GPUs (16-bit) a thread takes two slices at a time (two_up).
+// Where the time goes at 128-512 MB (2x H200, ExchangeTimers): each CTA ~95% in its own push and
+// decode, ~1-4% waiting for flags; both wait on HBM loads, not on the link.
 // Buffers: xc_data is written by peers at [src][slice], lower sources first; a sender writes rank
 // d's regions only after d's exchange_done_by[sender] holds the previous exchange epoch, which d's
 // last CTA writes when it has read everything of that call (ControlBlock): single-buffered, safe.
@@ -247,12 +249,21 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   // fill an SM's register file for a large call, 256 leave room for the next call's CTAs under PDL);
   // a 512-thread CTA then moves two slices at a time, one a half (its `half`, `slice_lane`).
   const bool paired = a.sizes_cross && blockDim.x == 2 * kCrossingLanes;
-  const uint32_t per_pass = paired ? 2u : 1u;
   const int half = paired ? lane / kCrossingLanes : 0;
   const int slice_lane = paired ? lane % kCrossingLanes : lane;
   const uint32_t S = (a.sizes_cross ? kCrossingLanes : blockDim.x) * kLaneValues;
   const int s_log = __ffs(int(S)) - 1;
   const auto sl = SliceLayout<Wire>::make(S);
+  // Two slices a step on 2 GPUs (16-bit, aligned, where a stage slot holds two of this CTA's slices):
+  // each thread issues the loads of both its lanes (held raw, 16 bytes each) before it decodes or
+  // encodes either, so twice the bytes are in flight, and the CTA stages both behind one barrier.
+  // 2x H200, 2026-11-28: codecs at 32 MB 10-18% faster than one slice a step (all-to-all fp8 37.3 ->
+  // 30.6 us), at 64-512 MB 14-20% faster than one slice a step at 3 CTAs an SM, itself 3-13% faster
+  // than at 2; no slower at 2-8 MB; no spills. A segment's last slices go one at a time. Not fp32 (two
+  // 32-byte lanes leave no registers) nor W > 2 (not measured). At 3 CTAs an SM (40 registers, spills)
+  // two slices a step lost to 2 CTAs but for the 512 MB all-to-all (lab/wip/exchange-wide-ctas.patch).
+  const bool two_up = W == 2 && T != DType::kFloat32 && a.aligned && !paired && 2 * sl.total <= kStage;
+  const uint32_t per_pass = paired || two_up ? 2u : 1u;
   auto slices = [&](int s, int d) { return uint32_t((uint64_t(s_count[s][d]) + S - 1) >> s_log); };
   // CTA c takes the c-th of G near-equal contiguous ranges of EVERY segment, so uneven segments
   // load every CTA alike: with one range of the largest segment's slice indices for all of them, a
@@ -318,11 +329,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   uint8_t* local = a.workspaces[me];
 
   uint32_t staged = 0;
-  // Stages my lane of a slice (paired: my half's slice, the first n_slices halves having one) and
-  // lets thread 0 copy slice k of the stage to n_dests destinations (dest(k, j)).
-  auto send_slices = [&](const Packed& p, uint16_t scale, int n_slices, int n_dests, auto dest) {
-    uint8_t* stage = s_stage + (staged % kSlots) * kStage;
-    if (half < n_slices) IO::store(stage + half * sl.total, sl, slice_lane, p, scale);
+  // Once every lane is staged, thread 0 copies slice k of the slot to n_dests destinations (dest(k, j)).
+  auto send_staged = [&](uint8_t* stage, int n_slices, int n_dests, auto dest) {
     fence_proxy_async_shared();
     if (lane == 0) bulk_wait_read<kSlots - 2>();  // frees the slot the next slice uses
     __syncthreads();
@@ -332,6 +340,23 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       bulk_commit();
     }
     ++staged;
+  };
+  // Stages my lane of a slice (paired: my half's slice, the first n_slices halves having one) and sends.
+  auto send_slices = [&](const Packed& p, uint16_t scale, int n_slices, int n_dests, auto dest) {
+    uint8_t* stage = s_stage + (staged % kSlots) * kStage;
+    if (half < n_slices) IO::store(stage + half * sl.total, sl, slice_lane, p, scale);
+    send_staged(stage, n_slices, n_dests, dest);
+  };
+  // two_up: my lanes of two consecutive slices, staged side by side.
+  auto send_two = [&](const Packed& p0, uint16_t scale0, const Packed& p1, uint16_t scale1, int n_dests, auto dest) {
+    uint8_t* stage = s_stage + (staged % kSlots) * kStage;
+    IO::store(stage, sl, slice_lane, p0, scale0);
+    IO::store(stage + sl.total, sl, slice_lane, p1, scale1);
+    send_staged(stage, 2, n_dests, dest);
+  };
+  // two_up: a whole lane's 16 raw bytes (its slice lies inside the segment).
+  auto raw_lane = [&](const void* base, size_t at) {
+    return *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + at);
   };
   auto slot_at = [&](int d, size_t i) { return a.workspaces[d] + a.layout.xc_data + s_base_out[d] + i * sl.total; };
 
@@ -345,7 +370,29 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     if (kind == ExchangeKind::kAllGather) {  // one segment, encoded once, copied to every peer
       const Share h = s_out_share[me];
       const uint32_t n = a.send_count[me];
-      for (size_t i = first_of(h, g); i < end_of(h, g); ++i) {
+      const size_t end = end_of(h, g);
+      for (size_t i = first_of(h, g); i < end; ++i) {
+        if constexpr (T != DType::kFloat32) {
+          if (two_up && i + 2 <= end && (i + 2) * S <= n) {
+            const uint4 r0 = raw_lane(a.in, a.send_offset[me] + i * S + lane_at);
+            const uint4 r1 = raw_lane(a.in, a.send_offset[me] + (i + 1) * S + lane_at);
+            Packed p0, p1;
+            float v[kLaneValues];
+            unpack_lane<T>(r0, v);
+            if constexpr (kRotated) rotate_lane(v);
+            const uint16_t scale0 = IO::encode_keep(v, p0);
+            if constexpr (kRotated) unrotate_lane(v);
+            store_values<T>(a.out, a.recv_offset[me] + i * S + lane_at, kLaneValues, vec, v);
+            unpack_lane<T>(r1, v);
+            if constexpr (kRotated) rotate_lane(v);
+            const uint16_t scale1 = IO::encode_keep(v, p1);
+            if constexpr (kRotated) unrotate_lane(v);
+            store_values<T>(a.out, a.recv_offset[me] + (i + 1) * S + lane_at, kLaneValues, vec, v);
+            send_two(p0, scale0, p1, scale1, W - 1, [&](int k2, int j) { return slot_at(rank_after(me, 1 + j, W), i + k2); });
+            ++i;
+            continue;
+          }
+        }
         float v[kLaneValues];
         Packed p;
         load_values<T>(a.in, a.send_offset[me] + i * S + lane_at, valid_in(i, n), vec, v);
@@ -367,6 +414,33 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         const size_t first = first_of(h, g) + k, end = end_of(h, g);
         if (first >= end) continue;
         const int n_slices = end - first < per_pass ? int(end - first) : int(per_pass);
+        if constexpr (T != DType::kFloat32) {
+          if (two_up) {
+            if (n_slices == 2 && (first + 2) * S <= send_n(d)) {
+              const uint4 r0 = raw_lane(a.in, send_at(d) + first * S + lane_at);
+              const uint4 r1 = raw_lane(a.in, send_at(d) + (first + 1) * S + lane_at);
+              Packed p0, p1;
+              float v[kLaneValues];
+              unpack_lane<T>(r0, v);
+              if constexpr (kRotated) rotate_lane(v);
+              const uint16_t scale0 = IO::encode(v, p0);
+              unpack_lane<T>(r1, v);
+              if constexpr (kRotated) rotate_lane(v);
+              const uint16_t scale1 = IO::encode(v, p1);
+              send_two(p0, scale0, p1, scale1, 1, [&](int k2, int) { return slot_at(d, first + k2); });
+            } else {  // a segment's last slices: one at a time, the tail's lanes loaded in part
+              for (int k2 = 0; k2 < n_slices; ++k2) {
+                float v[kLaneValues];
+                Packed p;
+                load_values<T>(a.in, send_at(d) + (first + k2) * S + lane_at, valid_in(first + k2, send_n(d)), vec, v);
+                if constexpr (kRotated) rotate_lane(v);
+                const uint16_t scale = IO::encode(v, p);
+                send_slices(p, scale, 1, 1, [&](int, int) { return slot_at(d, first + k2); });
+              }
+            }
+            continue;
+          }
+        }
         const size_t i = first + half;  // past the end (a paired half without a slice): nothing loaded
         float v[kLaneValues];
         Packed p;
@@ -376,12 +450,23 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         send_slices(p, scale, n_slices, 1, [&](int k2, int) { return slot_at(d, first + k2); });
       }
       const Share h = s_out_share[me];
-      const size_t i = first_of(h, g) + k + half;
-      if (kind == ExchangeKind::kAllToAll && i < end_of(h, g)) {  // my own segment: never crosses, copied exact
+      const size_t i = first_of(h, g) + k + half, own_end = end_of(h, g);
+      if (kind == ExchangeKind::kAllToAll) {  // my own segment: never crosses, copied exact
         const uint32_t n = send_n(me);
-        float v[kLaneValues];
-        load_values<T>(a.in, send_at(me) + i * S + lane_at, valid_in(i, n), vec, v);
-        store_values<T>(a.out, recv_at(me) + i * S + lane_at, valid_in(i, n), vec, v);
+        if constexpr (T != DType::kFloat32) {
+          if (two_up && i + 2 <= own_end && (i + 2) * S <= n) {
+            const uint4 r0 = raw_lane(a.in, send_at(me) + i * S + lane_at);
+            const uint4 r1 = raw_lane(a.in, send_at(me) + (i + 1) * S + lane_at);
+            *reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + recv_at(me) + i * S + lane_at) = r0;
+            *reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + recv_at(me) + (i + 1) * S + lane_at) = r1;
+            continue;
+          }
+        }
+        for (size_t i2 = i; i2 < min(i + (two_up ? 2 : 1), own_end); ++i2) {
+          float v[kLaneValues];
+          load_values<T>(a.in, send_at(me) + i2 * S + lane_at, valid_in(i2, n), vec, v);
+          store_values<T>(a.out, recv_at(me) + i2 * S + lane_at, valid_in(i2, n), vec, v);
+        }
       }
     }
   };
@@ -425,7 +510,32 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     if (kind == ExchangeKind::kReduceScatter) {  // every source's segment has my block's size
       const Share h = s_in_share[me];
       const uint32_t n = a.recv_count[me];
-      for (size_t i = first_of(h, g); i < end_of(h, g); ++i) {
+      const size_t end = end_of(h, g);
+      for (size_t i = first_of(h, g); i < end; ++i) {
+        if constexpr (T != DType::kFloat32) {
+          if (two_up && i + 2 <= end && (i + 2) * S <= n) {  // W = 2: my values and one peer's
+            const uint4 r0 = raw_lane(a.in, a.send_offset[me] + i * S + lane_at);
+            const uint4 r1 = raw_lane(a.in, a.send_offset[me] + (i + 1) * S + lane_at);
+            const uint8_t* from = local + a.layout.xc_data + s_base_in[1 - me];
+            Packed p0, p1;
+            const uint16_t scale0 = IO::load(from + i * sl.total, sl, slice_lane, p0, nullptr);
+            const uint16_t scale1 = IO::load(from + (i + 1) * sl.total, sl, slice_lane, p1, nullptr);
+            auto sum_store = [&](const uint4& raw, const Packed& p, uint16_t scale, size_t at) {
+              float mine[kLaneValues], theirs[kLaneValues];
+              unpack_lane<T>(raw, mine);
+              if constexpr (kRotated) rotate_lane(mine);
+              IO::decode(p, scale, theirs);
+#pragma unroll
+              for (int k = 0; k < kLaneValues; ++k) mine[k] = me == 0 ? mine[k] + theirs[k] : theirs[k] + mine[k];
+              if constexpr (kRotated) unrotate_lane(mine);
+              store_values<T>(a.out, at, kLaneValues, vec, mine);
+            };
+            sum_store(r0, p0, scale0, i * S + lane_at);
+            sum_store(r1, p1, scale1, (i + 1) * S + lane_at);
+            ++i;
+            continue;
+          }
+        }
         float acc[kLaneValues];
         for (int s = 0; s < W; ++s) {
           float v[kLaneValues];
@@ -448,8 +558,22 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       for (int j = 1; j < W; ++j) {
         const int s = rank_after(me, j, W);
         const Share h = s_in_share[s];
-        const size_t i = first_of(h, g) + k;
-        if (i >= end_of(h, g)) continue;
+        const size_t i = first_of(h, g) + k, end = end_of(h, g);
+        if (i >= end) continue;
+        if (two_up && i + 2 <= end) {  // (per_pass 2: this k and the next)
+          const uint8_t* from = local + a.layout.xc_data + s_base_in[s];
+          Packed p0, p1;
+          const uint16_t scale0 = IO::load(from + i * sl.total, sl, slice_lane, p0, nullptr);
+          const uint16_t scale1 = IO::load(from + (i + 1) * sl.total, sl, slice_lane, p1, nullptr);
+          float v[kLaneValues];
+          IO::decode(p0, scale0, v);
+          if constexpr (kRotated) unrotate_lane(v);
+          store_values<T>(a.out, recv_at(s) + i * S + lane_at, valid_in(i, s_count[s][me]), vec, v);
+          IO::decode(p1, scale1, v);
+          if constexpr (kRotated) unrotate_lane(v);
+          store_values<T>(a.out, recv_at(s) + (i + 1) * S + lane_at, valid_in(i + 1, s_count[s][me]), vec, v);
+          continue;
+        }
         float v[kLaneValues];
         decode_from(s, i, v);
         if constexpr (kRotated) unrotate_lane(v);
