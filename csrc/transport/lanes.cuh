@@ -75,6 +75,38 @@ __device__ __forceinline__ void load_values(const void* base, size_t at, ptrdiff
   }
 }
 
+// A whole lane's raw bytes (16 for 16-bit values, 32 for fp32), for loads issued before their values are
+// needed: several lanes in flight a thread cost 4 or 8 registers each instead of 8 floats.
+template <DType T>
+struct RawLane {
+  uint4 w[T == DType::kFloat32 ? 2 : 1];
+};
+// A lane wholly inside the tensor, 16-byte aligned.
+template <DType T>
+__device__ __forceinline__ RawLane<T> load_raw_lane(const void* base, size_t at) {
+  RawLane<T> r;
+  const uint4* p = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(base) + at * dtype_bytes(T));
+#pragma unroll
+  for (int k = 0; k < int(sizeof(r.w) / sizeof(uint4)); ++k) r.w[k] = p[k];
+  return r;
+}
+template <DType T>
+__device__ __forceinline__ void store_raw_lane(void* base, size_t at, const RawLane<T>& r) {
+  uint4* p = reinterpret_cast<uint4*>(static_cast<uint8_t*>(base) + at * dtype_bytes(T));
+#pragma unroll
+  for (int k = 0; k < int(sizeof(r.w) / sizeof(uint4)); ++k) p[k] = r.w[k];
+}
+template <DType T>
+__device__ __forceinline__ void unpack_raw_lane(const RawLane<T>& r, float v[kLaneValues]) {
+  if constexpr (T == DType::kFloat32) {
+    const uint32_t u[8] = {r.w[0].x, r.w[0].y, r.w[0].z, r.w[0].w, r.w[1].x, r.w[1].y, r.w[1].z, r.w[1].w};
+#pragma unroll
+    for (int i = 0; i < kLaneValues; ++i) v[i] = __uint_as_float(u[i]);
+  } else {
+    unpack_lane<T>(r.w[0], v);
+  }
+}
+
 // Stores the lane's values that lie inside the segment, rounded to T (to_T; exact for fp32).
 template <DType T>
 __device__ __forceinline__ void store_values(void* base, size_t at, ptrdiff_t valid, bool vec,

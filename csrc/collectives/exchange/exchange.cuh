@@ -254,15 +254,19 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   const uint32_t S = (a.sizes_cross ? kCrossingLanes : blockDim.x) * kLaneValues;
   const int s_log = __ffs(int(S)) - 1;
   const auto sl = SliceLayout<Wire>::make(S);
-  // Two slices a step on 2 GPUs (16-bit, aligned, where a stage slot holds two of this CTA's slices):
-  // each thread issues the loads of both its lanes (held raw, 16 bytes each) before it decodes or
-  // encodes either, so twice the bytes are in flight, and the CTA stages both behind one barrier.
-  // 2x H200, 2026-11-28: codecs at 32 MB 10-18% faster than one slice a step (all-to-all fp8 37.3 ->
-  // 30.6 us), at 64-512 MB 14-20% faster than one slice a step at 3 CTAs an SM, itself 3-13% faster
-  // than at 2; no slower at 2-8 MB; no spills. A segment's last slices go one at a time. Not fp32 (two
-  // 32-byte lanes leave no registers) nor W > 2 (not measured). At 3 CTAs an SM (40 registers, spills)
-  // two slices a step lost to 2 CTAs but for the 512 MB all-to-all (lab/wip/exchange-wide-ctas.patch).
-  const bool two_up = W == 2 && T != DType::kFloat32 && a.aligned && !paired && 2 * sl.total <= kStage;
+  // Two slices a step on 2 GPUs (aligned, where a stage slot holds two of this CTA's slices): each
+  // thread issues the loads of both its lanes (held raw: RawLane) before it decodes or encodes either,
+  // so twice the bytes are in flight, and the CTA stages both behind one barrier. 2x H200, 2026-11-28,
+  // bf16: int4 / int4h 11-20% faster at 32-512 MB than one slice a step (from 64 MB than one slice a
+  // step at 3 CTAs an SM, itself up to 13% faster than at 2; reduce-scatter int4 512 MB 396 -> 319 us,
+  // all-to-all int4 32 MB 37.3 -> 30.6), fp8 4-10%, passthrough 1-7%; no slower at 2-8 MB; no spills. fp32 only in the reduce-scatter (512 MB fp8 14% faster, int4h 10%, the rest
+  // even), whose all-gather and all-to-all lost up to 23% with two 32-byte lanes a thread: there its
+  // code is compiled out. A segment's last slices go one at a time. Not W > 2 (not measured). At 3 CTAs
+  // an SM (40 registers, spills) two slices a step lost to 2 CTAs but for the 512 MB all-to-all
+  // (lab/wip/exchange-wide-ctas.patch).
+  constexpr bool kTwoUpEveryKind = T != DType::kFloat32;
+  const bool two_up = W == 2 && a.aligned && !paired && 2 * sl.total <= kStage &&
+                      (kTwoUpEveryKind || kind == ExchangeKind::kReduceScatter);
   const uint32_t per_pass = paired || two_up ? 2u : 1u;
   auto slices = [&](int s, int d) { return uint32_t((uint64_t(s_count[s][d]) + S - 1) >> s_log); };
   // CTA c takes the c-th of G near-equal contiguous ranges of EVERY segment, so uneven segments
@@ -354,10 +358,6 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
     IO::store(stage + sl.total, sl, slice_lane, p1, scale1);
     send_staged(stage, 2, n_dests, dest);
   };
-  // two_up: a whole lane's 16 raw bytes (its slice lies inside the segment).
-  auto raw_lane = [&](const void* base, size_t at) {
-    return *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + at);
-  };
   auto slot_at = [&](int d, size_t i) { return a.workspaces[d] + a.layout.xc_data + s_base_out[d] + i * sl.total; };
 
   // The most slices group g takes of any of the given shares.
@@ -372,26 +372,24 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       const uint32_t n = a.send_count[me];
       const size_t end = end_of(h, g);
       for (size_t i = first_of(h, g); i < end; ++i) {
-        if constexpr (T != DType::kFloat32) {
-          if (two_up && i + 2 <= end && (i + 2) * S <= n) {
-            const uint4 r0 = raw_lane(a.in, a.send_offset[me] + i * S + lane_at);
-            const uint4 r1 = raw_lane(a.in, a.send_offset[me] + (i + 1) * S + lane_at);
-            Packed p0, p1;
-            float v[kLaneValues];
-            unpack_lane<T>(r0, v);
-            if constexpr (kRotated) rotate_lane(v);
-            const uint16_t scale0 = IO::encode_keep(v, p0);
-            if constexpr (kRotated) unrotate_lane(v);
-            store_values<T>(a.out, a.recv_offset[me] + i * S + lane_at, kLaneValues, vec, v);
-            unpack_lane<T>(r1, v);
-            if constexpr (kRotated) rotate_lane(v);
-            const uint16_t scale1 = IO::encode_keep(v, p1);
-            if constexpr (kRotated) unrotate_lane(v);
-            store_values<T>(a.out, a.recv_offset[me] + (i + 1) * S + lane_at, kLaneValues, vec, v);
-            send_two(p0, scale0, p1, scale1, W - 1, [&](int k2, int j) { return slot_at(rank_after(me, 1 + j, W), i + k2); });
-            ++i;
-            continue;
-          }
+        if (kTwoUpEveryKind && two_up && i + 2 <= end && (i + 2) * S <= n) {
+          const RawLane<T> r0 = load_raw_lane<T>(a.in, a.send_offset[me] + i * S + lane_at);
+          const RawLane<T> r1 = load_raw_lane<T>(a.in, a.send_offset[me] + (i + 1) * S + lane_at);
+          Packed p0, p1;
+          float v[kLaneValues];
+          unpack_raw_lane<T>(r0, v);
+          if constexpr (kRotated) rotate_lane(v);
+          const uint16_t scale0 = IO::encode_keep(v, p0);
+          if constexpr (kRotated) unrotate_lane(v);
+          store_values<T>(a.out, a.recv_offset[me] + i * S + lane_at, kLaneValues, vec, v);
+          unpack_raw_lane<T>(r1, v);
+          if constexpr (kRotated) rotate_lane(v);
+          const uint16_t scale1 = IO::encode_keep(v, p1);
+          if constexpr (kRotated) unrotate_lane(v);
+          store_values<T>(a.out, a.recv_offset[me] + (i + 1) * S + lane_at, kLaneValues, vec, v);
+          send_two(p0, scale0, p1, scale1, W - 1, [&](int k2, int j) { return slot_at(rank_after(me, 1 + j, W), i + k2); });
+          ++i;
+          continue;
         }
         float v[kLaneValues];
         Packed p;
@@ -414,32 +412,30 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         const size_t first = first_of(h, g) + k, end = end_of(h, g);
         if (first >= end) continue;
         const int n_slices = end - first < per_pass ? int(end - first) : int(per_pass);
-        if constexpr (T != DType::kFloat32) {
-          if (two_up) {
-            if (n_slices == 2 && (first + 2) * S <= send_n(d)) {
-              const uint4 r0 = raw_lane(a.in, send_at(d) + first * S + lane_at);
-              const uint4 r1 = raw_lane(a.in, send_at(d) + (first + 1) * S + lane_at);
-              Packed p0, p1;
+        if (two_up) {
+          if (n_slices == 2 && (first + 2) * S <= send_n(d)) {
+            const RawLane<T> r0 = load_raw_lane<T>(a.in, send_at(d) + first * S + lane_at);
+            const RawLane<T> r1 = load_raw_lane<T>(a.in, send_at(d) + (first + 1) * S + lane_at);
+            Packed p0, p1;
+            float v[kLaneValues];
+            unpack_raw_lane<T>(r0, v);
+            if constexpr (kRotated) rotate_lane(v);
+            const uint16_t scale0 = IO::encode(v, p0);
+            unpack_raw_lane<T>(r1, v);
+            if constexpr (kRotated) rotate_lane(v);
+            const uint16_t scale1 = IO::encode(v, p1);
+            send_two(p0, scale0, p1, scale1, 1, [&](int k2, int) { return slot_at(d, first + k2); });
+          } else {  // a segment's last slices: one at a time, the tail's lanes loaded in part
+            for (int k2 = 0; k2 < n_slices; ++k2) {
               float v[kLaneValues];
-              unpack_lane<T>(r0, v);
+              Packed p;
+              load_values<T>(a.in, send_at(d) + (first + k2) * S + lane_at, valid_in(first + k2, send_n(d)), vec, v);
               if constexpr (kRotated) rotate_lane(v);
-              const uint16_t scale0 = IO::encode(v, p0);
-              unpack_lane<T>(r1, v);
-              if constexpr (kRotated) rotate_lane(v);
-              const uint16_t scale1 = IO::encode(v, p1);
-              send_two(p0, scale0, p1, scale1, 1, [&](int k2, int) { return slot_at(d, first + k2); });
-            } else {  // a segment's last slices: one at a time, the tail's lanes loaded in part
-              for (int k2 = 0; k2 < n_slices; ++k2) {
-                float v[kLaneValues];
-                Packed p;
-                load_values<T>(a.in, send_at(d) + (first + k2) * S + lane_at, valid_in(first + k2, send_n(d)), vec, v);
-                if constexpr (kRotated) rotate_lane(v);
-                const uint16_t scale = IO::encode(v, p);
-                send_slices(p, scale, 1, 1, [&](int, int) { return slot_at(d, first + k2); });
-              }
+              const uint16_t scale = IO::encode(v, p);
+              send_slices(p, scale, 1, 1, [&](int, int) { return slot_at(d, first + k2); });
             }
-            continue;
           }
+          continue;
         }
         const size_t i = first + half;  // past the end (a paired half without a slice): nothing loaded
         float v[kLaneValues];
@@ -453,14 +449,12 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       const size_t i = first_of(h, g) + k + half, own_end = end_of(h, g);
       if (kind == ExchangeKind::kAllToAll) {  // my own segment: never crosses, copied exact
         const uint32_t n = send_n(me);
-        if constexpr (T != DType::kFloat32) {
-          if (two_up && i + 2 <= own_end && (i + 2) * S <= n) {
-            const uint4 r0 = raw_lane(a.in, send_at(me) + i * S + lane_at);
-            const uint4 r1 = raw_lane(a.in, send_at(me) + (i + 1) * S + lane_at);
-            *reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + recv_at(me) + i * S + lane_at) = r0;
-            *reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + recv_at(me) + (i + 1) * S + lane_at) = r1;
-            continue;
-          }
+        if (kTwoUpEveryKind && two_up && i + 2 <= own_end && (i + 2) * S <= n) {
+          const RawLane<T> r0 = load_raw_lane<T>(a.in, send_at(me) + i * S + lane_at);
+          const RawLane<T> r1 = load_raw_lane<T>(a.in, send_at(me) + (i + 1) * S + lane_at);
+          store_raw_lane<T>(a.out, recv_at(me) + i * S + lane_at, r0);
+          store_raw_lane<T>(a.out, recv_at(me) + (i + 1) * S + lane_at, r1);
+          continue;
         }
         for (size_t i2 = i; i2 < min(i + (two_up ? 2 : 1), own_end); ++i2) {
           float v[kLaneValues];
@@ -512,29 +506,27 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
       const uint32_t n = a.recv_count[me];
       const size_t end = end_of(h, g);
       for (size_t i = first_of(h, g); i < end; ++i) {
-        if constexpr (T != DType::kFloat32) {
-          if (two_up && i + 2 <= end && (i + 2) * S <= n) {  // W = 2: my values and one peer's
-            const uint4 r0 = raw_lane(a.in, a.send_offset[me] + i * S + lane_at);
-            const uint4 r1 = raw_lane(a.in, a.send_offset[me] + (i + 1) * S + lane_at);
-            const uint8_t* from = local + a.layout.xc_data + s_base_in[1 - me];
-            Packed p0, p1;
-            const uint16_t scale0 = IO::load(from + i * sl.total, sl, slice_lane, p0, nullptr);
-            const uint16_t scale1 = IO::load(from + (i + 1) * sl.total, sl, slice_lane, p1, nullptr);
-            auto sum_store = [&](const uint4& raw, const Packed& p, uint16_t scale, size_t at) {
-              float mine[kLaneValues], theirs[kLaneValues];
-              unpack_lane<T>(raw, mine);
-              if constexpr (kRotated) rotate_lane(mine);
-              IO::decode(p, scale, theirs);
+        if (two_up && i + 2 <= end && (i + 2) * S <= n) {  // W = 2: my values and one peer's
+          const RawLane<T> r0 = load_raw_lane<T>(a.in, a.send_offset[me] + i * S + lane_at);
+          const RawLane<T> r1 = load_raw_lane<T>(a.in, a.send_offset[me] + (i + 1) * S + lane_at);
+          const uint8_t* from = local + a.layout.xc_data + s_base_in[1 - me];
+          Packed p0, p1;
+          const uint16_t scale0 = IO::load(from + i * sl.total, sl, slice_lane, p0, nullptr);
+          const uint16_t scale1 = IO::load(from + (i + 1) * sl.total, sl, slice_lane, p1, nullptr);
+          auto sum_store = [&](const RawLane<T>& raw, const Packed& p, uint16_t scale, size_t at) {
+            float mine[kLaneValues], theirs[kLaneValues];
+            unpack_raw_lane<T>(raw, mine);
+            if constexpr (kRotated) rotate_lane(mine);
+            IO::decode(p, scale, theirs);
 #pragma unroll
-              for (int k = 0; k < kLaneValues; ++k) mine[k] = me == 0 ? mine[k] + theirs[k] : theirs[k] + mine[k];
-              if constexpr (kRotated) unrotate_lane(mine);
-              store_values<T>(a.out, at, kLaneValues, vec, mine);
-            };
-            sum_store(r0, p0, scale0, i * S + lane_at);
-            sum_store(r1, p1, scale1, (i + 1) * S + lane_at);
-            ++i;
-            continue;
-          }
+            for (int k = 0; k < kLaneValues; ++k) mine[k] = me == 0 ? mine[k] + theirs[k] : theirs[k] + mine[k];
+            if constexpr (kRotated) unrotate_lane(mine);
+            store_values<T>(a.out, at, kLaneValues, vec, mine);
+          };
+          sum_store(r0, p0, scale0, i * S + lane_at);
+          sum_store(r1, p1, scale1, (i + 1) * S + lane_at);
+          ++i;
+          continue;
         }
         float acc[kLaneValues];
         for (int s = 0; s < W; ++s) {
@@ -560,7 +552,7 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
         const Share h = s_in_share[s];
         const size_t i = first_of(h, g) + k, end = end_of(h, g);
         if (i >= end) continue;
-        if (two_up && i + 2 <= end) {  // (per_pass 2: this k and the next)
+        if (kTwoUpEveryKind && two_up && i + 2 <= end) {  // (per_pass 2: this k and the next)
           const uint8_t* from = local + a.layout.xc_data + s_base_in[s];
           Packed p0, p1;
           const uint16_t scale0 = IO::load(from + i * sl.total, sl, slice_lane, p0, nullptr);
