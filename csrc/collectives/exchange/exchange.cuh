@@ -259,11 +259,11 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   // so twice the bytes are in flight, and the CTA stages both behind one barrier. 2x H200, 2026-11-28,
   // bf16: int4 / int4h 11-20% faster at 32-512 MB than one slice a step (from 64 MB than one slice a
   // step at 3 CTAs an SM, itself up to 13% faster than at 2; reduce-scatter int4 512 MB 396 -> 319 us,
-  // all-to-all int4 32 MB 37.3 -> 30.6), fp8 4-10%, passthrough 1-7%; no slower at 2-8 MB; no spills. fp32 only in the reduce-scatter (512 MB fp8 14% faster, int4h 10%, the rest
-  // even), whose all-gather and all-to-all lost up to 23% with two 32-byte lanes a thread: there its
-  // code is compiled out. A segment's last slices go one at a time. Not W > 2 (not measured). At 3 CTAs
-  // an SM (40 registers, spills) two slices a step lost to 2 CTAs but for the 512 MB all-to-all
-  // (lab/wip/exchange-wide-ctas.patch).
+  // all-to-all int4 32 MB 37.3 -> 30.6), fp8 4-10%, passthrough 1-7%; no slower at 2-8 MB; no spills.
+  // fp32 only in the reduce-scatter (512 MB fp8 14% faster, int4h 10%, the rest even), whose all-gather
+  // and all-to-all lost up to 23% with two 32-byte lanes a thread: there its code is compiled out. A
+  // segment's last slices go one at a time. Not W > 2 (not measured). At 3 CTAs an SM (40 registers,
+  // spills) two slices a step lost to 2 CTAs but for the 512 MB all-to-all (lab/wip/exchange-wide-ctas.patch).
   constexpr bool kTwoUpEveryKind = T != DType::kFloat32;
   const bool two_up = W == 2 && a.aligned && !paired && 2 * sl.total <= kStage &&
                       (kTwoUpEveryKind || kind == ExchangeKind::kReduceScatter);
@@ -387,7 +387,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
           const uint16_t scale1 = IO::encode_keep(v, p1);
           if constexpr (kRotated) unrotate_lane(v);
           store_values<T>(a.out, a.recv_offset[me] + (i + 1) * S + lane_at, kLaneValues, vec, v);
-          send_two(p0, scale0, p1, scale1, W - 1, [&](int k2, int j) { return slot_at(rank_after(me, 1 + j, W), i + k2); });
+          send_two(p0, scale0, p1, scale1, W - 1,
+                   [&](int k2, int j) { return slot_at(rank_after(me, 1 + j, W), i + k2); });
           ++i;
           continue;
         }
