@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Ready (2 or 4 GPUs): where the coded exchange's time goes at 128 / 512 MB (issue 39's int4 and fp8 misses): the
+# Ran once (2026-11-28 call bd, before two slices a step: push ~50%, decode ~47%, wait ~1-4% of every CTA's call).
+# Ready again (2 or 4 GPUs) with timers-ext rebuilt from main after two slices a step (the seventh sitting):
+# where the coded exchange's time goes at 128 / 512 MB (issue 39's int4 and fp8 misses): the
 # ExchangeTimers laps (push = encode + staging, wait = sources' flags, decode, announce = this CTA's bulk copies
 # landing) of CTA 0 and the last CTA, bf16 / fp8 / int4, each collective. Wheel timers-ext (main at the laps' commit
 # built with QR_PHASE_TIMERS=1: slower, never benchmark it). Reading: if announce dominates, the CTA waits on the
