@@ -76,6 +76,23 @@ def twin_all_to_all(xs, dname, codec, splits, rank):
     return from_raw(_C.twin_all_to_all([raw(x) for x in xs], dname, codec, splits)[rank], xs[0].dtype)
 
 
+def family_vs_twin(comm, xs, rank, dname, codec, k, res):
+    """This rank's reduce-scatter, all-gather and even all-to-all of xs[rank] (segments of k values) with
+    `codec`: each bit-exact with the twin, the all-gather identical on every rank (into res, keyed by
+    collective and "dtype/codec/k=k"). Returns the three outputs."""
+    W, x, tag = len(xs), xs[rank], f"{dname}/{codec}/k={k}"
+    rs = comm.reduce_scatter(x, codec=codec)
+    ag = comm.all_gather(x[:k], codec=codec)
+    a2a = comm.all_to_all(x, codec=codec)
+    torch.cuda.synchronize()
+    comm.check()
+    res[f"reduce_scatter {tag}"] = same_values(rs, twin_reduce_scatter(xs, dname, codec, rank))
+    res[f"all_gather {tag}"] = same_values(ag, twin_all_gather([y[:k] for y in xs], dname, codec))
+    res[f"all_to_all {tag}"] = same_values(a2a, twin_all_to_all(xs, dname, codec, [[k] * W for _ in range(W)], rank))
+    res[f"all_gather identical {tag}"] = None if same_on_all_ranks(ag) else "ranks differ"
+    return rs, ag, a2a
+
+
 def collectives_vs_twin(rank, world_size):
     """Every collective x codec x dtype on odd sizes: bit-exact with the twin; exact codecs equal the
     fp32 rank-order reference; all-gather identical on every rank."""
@@ -85,19 +102,9 @@ def collectives_vs_twin(rank, world_size):
     for dname, dtype in DTYPES.items():
         for ci, k in enumerate(COUNTS):
             xs = rank_inputs(1000 * ci + len(dname), W * k, dtype, W)
-            x = xs[rank]
             for codec in CODECS:
                 tag = f"{dname}/{codec}/k={k}"
-                rs = comm.reduce_scatter(x, codec=codec)
-                ag = comm.all_gather(x[:k], codec=codec)
-                a2a = comm.all_to_all(x, codec=codec)
-                torch.cuda.synchronize()
-                comm.check()
-                res[f"reduce_scatter {tag}"] = same_values(rs, twin_reduce_scatter(xs, dname, codec, rank))
-                res[f"all_gather {tag}"] = same_values(ag, twin_all_gather([y[:k] for y in xs], dname, codec))
-                splits = [[k] * W for _ in range(W)]
-                res[f"all_to_all {tag}"] = same_values(a2a, twin_all_to_all(xs, dname, codec, splits, rank))
-                res[f"all_gather identical {tag}"] = None if same_on_all_ranks(ag) else "ranks differ"
+                rs, ag, a2a = family_vs_twin(comm, xs, rank, dname, codec, k, res)
                 if codec in ("fp16", "lossless"):
                     acc = rank_order_sum(xs, rank * k, (rank + 1) * k)
                     res[f"reduce_scatter exact {tag}"] = same_values(rs, acc.to(dtype))
@@ -121,20 +128,9 @@ def large_segments_vs_twin(rank, world_size):
     for ci, (dname, k) in enumerate(cases):
         dtype = DTYPES[dname]
         xs = rank_inputs(5000 + ci, W * k, dtype, W)
-        x = xs[rank]
         for codec in ["fp16", "fp8", "int6", "int4", "int4h"]:
-            tag = f"{dname}/{codec}/k={k}"
-            rs = comm.reduce_scatter(x, codec=codec)
-            ag = comm.all_gather(x[:k], codec=codec)
-            a2a = comm.all_to_all(x, codec=codec)
-            torch.cuda.synchronize()
-            comm.check()
-            res[f"reduce_scatter {tag}"] = same_values(rs, twin_reduce_scatter(xs, dname, codec, rank))
-            res[f"all_gather {tag}"] = same_values(ag, twin_all_gather([y[:k] for y in xs], dname, codec))
-            res[f"all_to_all {tag}"] = same_values(a2a, twin_all_to_all(xs, dname, codec, [[k] * W] * W, rank))
-            res[f"all_gather identical {tag}"] = None if same_on_all_ranks(ag) else "ranks differ"
-            del rs, ag, a2a
-        del xs, x
+            family_vs_twin(comm, xs, rank, dname, codec, k, res)
+        del xs
     comm.close()
     return res
 
