@@ -15,7 +15,8 @@
 // Slices: CTA c handles the c-th of G near-equal contiguous ranges of every segment, on every rank
 // alike (sender and receiver of a segment compute the same range), each range cut into as many
 // groups; step g pushes group g, receives g-1 and then announces g, so one group's copies fly while
-// the previous group is decoded. On 2 GPUs (16-bit) a thread takes two slices at a time (two_up).
+// the previous group is decoded. On 2 GPUs a thread takes two slices at a time (two_up; fp32: the
+// reduce-scatter only).
 // Where the time goes at 128-512 MB (2x H200, ExchangeTimers): each CTA ~95% in its own push and
 // decode, ~1-4% waiting for flags; both wait on HBM loads, not on the link.
 // Buffers: xc_data is written by peers at [src][slice], lower sources first; a sender writes rank
