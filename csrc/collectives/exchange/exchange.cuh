@@ -17,7 +17,7 @@
 // groups; step g pushes group g, receives g-1 and then announces g, so one group's copies fly while
 // the previous group is decoded. On 2 GPUs a thread takes two slices at a time (two_up; fp32: the
 // reduce-scatter only).
-// Where the time goes at 128-512 MB (2x H200, ExchangeTimers): each CTA ~95% in its own push and
+// Where the time went at 128-512 MB (2x H200, ExchangeTimers, one slice a step): each CTA ~95% in its push and
 // decode, ~1-4% waiting for flags; both wait on HBM loads, not on the link.
 // Buffers: xc_data is written by peers at [src][slice], lower sources first; a sender writes rank
 // d's regions only after d's exchange_done_by[sender] holds the previous exchange epoch, which d's
