@@ -102,11 +102,11 @@ void register_comm(nb::module_& m) {
       .def("fused_add_rmsnorm_fits", &qr::Communicator::fused_add_rmsnorm_fits, "rows"_a, "hidden"_a)
       .def("exchange", [](qr::Communicator& c, int kind, uintptr_t in, uintptr_t out, int dtype, int codec,
                           const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts, uintptr_t stream,
-                          bool pdl, int threads, bool even_splits, size_t packet_max_bytes) {
+                          bool pdl, int threads, bool even_splits, size_t packet_max_bytes, int groups) {
         c.exchange(qr::ExchangeKind(kind), in, out, qr::DType(dtype), qr::CodecId(codec), send_counts, recv_counts, stream,
-                   pdl, threads, even_splits, packet_max_bytes);
+                   pdl, threads, even_splits, packet_max_bytes, groups);
       }, "kind"_a, "in_ptr"_a, "out_ptr"_a, "dtype"_a, "codec"_a, "send_counts"_a, "recv_counts"_a, "stream"_a,
-      "pdl"_a = false, "threads"_a = 0, "even_splits"_a = false, "packet_max_bytes"_a = SIZE_MAX)
+      "pdl"_a = false, "threads"_a = 0, "even_splits"_a = false, "packet_max_bytes"_a = SIZE_MAX, "groups"_a = 0)
       .def("all_reduce_packets_fit", [](qr::Communicator& c, size_t numel, int dtype, size_t packet_max_bytes) {
         return c.all_reduce_packets_fit(numel, qr::DType(dtype), packet_max_bytes);
       }, "numel"_a, "dtype"_a, "packet_max_bytes"_a = SIZE_MAX)

@@ -61,6 +61,7 @@ struct ExchangeArgs {
   int aligned;  // every segment starts 16-byte aligned in `in` and `out`: full lanes load as vectors
   int sizes_cross;  // all-to-all: the sizes cross the link before the data and are checked per pair
   uint32_t even_count;  // values in every segment when !sizes_cross
+  uint32_t groups;      // the slice kernel's pipeline groups a CTA; 0: by the bytes it pushes (two_shot_auto_groups)
   uint32_t send_count[kMaxWorldSize];   // values this rank sends rank d
   uint64_t send_offset[kMaxWorldSize];  // first input element of that segment
   uint32_t recv_count[kMaxWorldSize];   // values this rank receives from rank s (checked when uneven)

@@ -260,10 +260,12 @@ void Communicator::all_reduce_add_rmsnorm(uintptr_t in, uintptr_t out, uintptr_t
 
 void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DType dtype, CodecId codec,
                             const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts,
-                            uintptr_t stream, bool pdl, int threads, bool even_splits, size_t packet_max_bytes) {
+                            uintptr_t stream, bool pdl, int threads, bool even_splits, size_t packet_max_bytes,
+                            int groups) {
   require_usable();
   check();
   const int W = world_size_;
+  if (groups < 0 || groups > 64) throw std::invalid_argument("exchange groups must be in [1, 64] (0 = auto)");
   if (int(send_counts.size()) != W || int(recv_counts.size()) != W)
     throw std::invalid_argument("send_counts and recv_counts need one entry per rank");
   const size_t elem = size_t(dtype_bytes(dtype));
@@ -299,13 +301,13 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
   args.aligned = aligned ? 1 : 0;
   if (codec == CodecId::kLossless) codec = CodecId::kPassthrough;  // the same bits, the same wire here
   DeviceGuard guard(device_);
-  if (threads == 0 && codec == CodecId::kPassthrough && !args.sizes_cross &&
+  if (threads == 0 && groups == 0 && codec == CodecId::kPassthrough && !args.sizes_cross &&
       layout_.packet_path_fits(send_counts[0] * elem, packet_max_bytes)) {
     args.signature = exchange_signature(kind, send_counts[0], dtype, codec, kPacketPath);
     QR_CUDA_CHECK(launch_exchange_packets(args, dtype, reinterpret_cast<cudaStream_t>(stream)));
     return;
   }
-  if (threads == 0 && codec_is_scaled(codec) && !args.sizes_cross &&
+  if (threads == 0 && groups == 0 && codec_is_scaled(codec) && !args.sizes_cross &&
       layout_.coded_packet_path_fits(send_counts[0], elem, codec_lane_code_bits(codec), packet_max_bytes, W)) {
     args.signature = exchange_signature(kind, send_counts[0], dtype, codec, kPacketPath);
     QR_CUDA_CHECK(launch_exchange_coded_packets(args, dtype, codec, reinterpret_cast<cudaStream_t>(stream)));
@@ -317,9 +319,10 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
   if (args.sizes_cross && threads != kCrossingLanes && threads != 2 * kCrossingLanes)
     throw std::invalid_argument("an all-to-all with split sizes takes 256 or 512 threads");
   // Ranks of an all-to-all whose sizes cross may run different CTA sizes (the same slices): its
-  // signature names the slice's lanes.
+  // signature names the slice's lanes. Groups place the flags: ranks must agree on them.
+  args.groups = uint32_t(groups);
   args.signature = exchange_signature(kind, args.sizes_cross ? 0 : send_counts[0], dtype, codec,
-                                      args.sizes_cross ? kCrossingLanes : threads);
+                                      (args.sizes_cross ? kCrossingLanes : threads) + groups * 0x10000);
   QR_CUDA_CHECK(launch_exchange(args, dtype, codec, threads, reinterpret_cast<cudaStream_t>(stream)));
 }
 

@@ -56,10 +56,12 @@ class Communicator {
   // even_splits (all-to-all): every rank sends every rank the same count, which every rank knows
   // (split sizes not given), so no sizes cross the link. Passthrough segments of at most
   // min(packet_max_bytes, 2 MiB) take the flag-in-data path (exchange/packets.cuh) unless
-  // threads is set (which picks the slice kernel's CTA size).
+  // threads is set (which picks the slice kernel's CTA size). groups: the slice kernel's pipeline groups
+  // a CTA, 1-64 (0: the rule); every rank passes the same.
   void exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DType dtype, CodecId codec,
                 const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts, uintptr_t stream,
-                bool pdl = false, int threads = 0, bool even_splits = false, size_t packet_max_bytes = SIZE_MAX);
+                bool pdl = false, int threads = 0, bool even_splits = false, size_t packet_max_bytes = SIZE_MAX,
+                int groups = 0);
   // The dynamic all-to-all (collectives/exchange/dynamic_plan.hpp): rows of row_values values; in
   // holds in_rows rows, out capacity_rows. send_counts/recv_counts: device pointers to W int32
   // (count_bytes 4) or int64 (8) row counts, read (this rank's rows for each rank, in rank order)

@@ -4,7 +4,7 @@
 # Needs a build with the timers compiled in (slower: never benchmark it):
 #   bash lab/scripts/build_variant.sh timers QR_PHASE_TIMERS=1 && bash lab/scripts/engine_gpu_check.sh pack timers
 # EL_BYTES (a rank's input, default 128M,512M), EL_KINDS (reduce_scatter,all_gather,all_to_all), EL_CODECS
-# (bf16,fp8,int4). Each (kind, size, codec) runs 3 calls; read the third ("--- ... call 2").
+# (bf16,fp8,int4; bf16 = the exact call), EL_DTYPE (bf16 or fp32). Each (kind, size, codec) runs 3 calls; read the third ("--- ... call 2").
 import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gpu"))
 import harness
@@ -22,9 +22,10 @@ def run(rank, world, port):
     sizes = [size(x) for x in os.environ.get("EL_BYTES", "128M,512M").split(",")]
     kinds = os.environ.get("EL_KINDS", "reduce_scatter,all_gather,all_to_all").split(",")
     codec_names = os.environ.get("EL_CODECS", "bf16,fp8,int4").split(",")
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[os.environ.get("EL_DTYPE", "bf16")]
     comm = qr.Communicator(max_size=max(sizes) * world)
     for nbytes in sizes:
-        x = torch.randn(nbytes // 2, device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(nbytes // dtype.itemsize, device="cuda", dtype=dtype)
         for kind in kinds:
             arg = x[: x.numel() // world] if kind == "all_gather" else x
             for codec in codec_names:
