@@ -48,8 +48,13 @@ uint32_t exchange_signature(ExchangeKind kind, size_t even_count, DType dtype, C
 // 2026-11-28: on 4x H200, 512 threads where this rule picks them (from ~9 MB) ran the even all-to-all 0-2% faster
 // at 32 MB and 1-7% at 128 MB than 256, the coded all-gather and reduce-scatter at 128 MB 2-14%; on 2x H200, 256
 // ran the all-to-all and all-gather 4-8% faster at 128 MB (exact 213.7 against 230.7 us) and int4 4-5% at 512 MB.
-int exchange_threads(size_t n, int world_size) {
-  return std::min(largest_cta_for_tiles(n, 264), world_size == 2 ? 256 : kTwoShotMaxThreads);
+// The fp32 all-gather and all-to-all on 2 GPUs take 128 (one slice a step, their lanes 32 bytes: more CTAs an SM keep
+// more loads in flight): 2x H200, 2026-11-28, 32-512 MB coded 4-9% faster than 256 (all-gather int4 512 MB 321 ->
+// 297 us), passthrough even; the fp32 reduce-scatter and 16-bit calls were slower at 128 (up to 13%).
+int exchange_threads(size_t n, int world_size, DType dtype, ExchangeKind kind) {
+  const int threads = std::min(largest_cta_for_tiles(n, 264), world_size == 2 ? 256 : kTwoShotMaxThreads);
+  const bool wide_lanes_one_slice = world_size == 2 && dtype == DType::kFloat32 && kind != ExchangeKind::kReduceScatter;
+  return wide_lanes_one_slice ? std::min(threads, kTwoShotMinThreads) : threads;
 }
 
 // Bytes from which an all-to-all whose sizes cross uses 512-thread CTAs (two slices at a time), each
@@ -314,7 +319,7 @@ void Communicator::exchange(ExchangeKind kind, uintptr_t in, uintptr_t out, DTyp
     return;
   }
   if (threads == 0)
-    threads = args.sizes_cross ? crossing_threads(std::max(in_values, out_values) * elem) : exchange_threads(send_counts[0], W);
+    threads = args.sizes_cross ? crossing_threads(std::max(in_values, out_values) * elem) : exchange_threads(send_counts[0], W, dtype, kind);
   if (threads != 128 && threads != 256 && threads != 512) throw std::invalid_argument("exchange threads must be 128, 256 or 512");
   if (args.sizes_cross && threads != kCrossingLanes && threads != 2 * kCrossingLanes)
     throw std::invalid_argument("an all-to-all with split sizes takes 256 or 512 threads");
