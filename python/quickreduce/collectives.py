@@ -24,8 +24,8 @@ def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor, 
     """The codec name a collective runs: the call's, else the communicator's per-collective default.
     ``auto`` is the exact passthrough; ``auto:<codec>`` the tuning table's fastest codec at most that
     lossy for this collective, dtype and size (tuning.choose_collective: the bound codec itself while
-    the table holds no measurement of the collective), except where the passthrough's segments take
-    the flag-in-data path (`takes_packets`): there it stays exact."""
+    the table holds no measurement of the collective), except where a 16-bit passthrough's segments
+    take the flag-in-data path (`takes_packets`): there it stays exact."""
     name = codec if codec is not None else comm.codec_for(collective)
     is_auto, bound = codecs.parse_codec_request(name)
     if not is_auto:
@@ -35,7 +35,7 @@ def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor, 
     from . import tuning
     if collective == "all_reduce":  # the fp32 all-reduce: reduce-scatter + all-gather
         collective = "reduce_scatter"
-    if even and takes_packets(comm, collective, x):
+    if even and x.element_size() == 2 and takes_packets(comm, collective, x):
         return "fp16"  # the exact passthrough, as "auto"
     chosen = tuning.choose_collective(comm.tune_table(), collective, x.numel() * x.element_size(), x.dtype, bound)
     return codecs.canonical(chosen)
@@ -48,7 +48,10 @@ def takes_packets(comm, collective: str, x: torch.Tensor) -> bool:
     channel), where the codecs, which take the same path, were no faster (bf16, 2026-11-28, 2x H200:
     1.0-1.25x the exact call's time at 8-512 KB; 4x H200, before the codecs' units: 1.2-1.8x). Past that
     the int4-family codecs send one unit a lane and were faster (2x H200, 2 MB: reduce-scatter int4 5.5
-    against 8.4 us, all-gather 4.6 against 6.3), so the tuning table decides."""
+    against 8.4 us, all-gather 4.6 against 6.3), so the tuning table decides. fp32 tensors always take the
+    table's choice (resolve_codec): their codecs carry a quarter of the exact call's bytes or less and were
+    faster on this path (2x H200, 2026-11-28: reduce-scatter 512 KB int6 3.30 against 3.86 us, 2 MB int8 5.15
+    against 8.51)."""
     values = x.numel() if collective == "all_gather" else x.numel() // comm.world_size
     if values > _C.PACKET_CHANNEL_VALUES:
         return False

@@ -319,9 +319,9 @@ def test_collective_codecs_from_the_table_and_without_it():
 
 
 def test_auto_bound_stays_exact_where_the_segments_take_packets():
-    """auto:<codec> runs the exact passthrough where its segments take the flag-in-data path (the codecs
-    were no faster there), and the table's choice above that and for segments of more lanes than the
-    channel has threads (where the coded path was faster)."""
+    """auto:<codec> runs the exact passthrough where 16-bit segments take the flag-in-data path (the codecs
+    were no faster there), and the table's choice above that, for segments of more lanes than the
+    channel has threads (where the coded path was faster) and for fp32 at every size."""
     import types
 
     import torch
@@ -331,15 +331,15 @@ def test_auto_bound_stays_exact_where_the_segments_take_packets():
     lossy_everywhere = tuning.table_from_dict({
         "format": 2, "gpu": "h100", "world_size": 2,
         "dtypes": {"bf16": [{"max_bytes": None, "lossless": "two_shot", "lossy": {}}]},
-        "collectives": {name: {"bf16": [{"max_bytes": None, "lossy": {"int4": "int4"}}]}
+        "collectives": {name: {dt: [{"max_bytes": None, "lossy": {"int4": "int4"}}] for dt in ("bf16", "fp32")}
                         for name in ("reduce_scatter", "all_gather", "all_to_all")}})
     comm = types.SimpleNamespace(world_size=2, packet_segment_max_bytes=2 << 20, max_size=64 << 20,
                                  tune_table=lambda: lossy_everywhere, codec_for=lambda name: "auto:int4")
 
-    def codec(collective, megabytes, even=True, **changes):
+    def codec(collective, megabytes, even=True, dtype=torch.bfloat16, **changes):
         for key, value in changes.items():
             setattr(comm, key, value)
-        x = torch.empty(int(megabytes * (1 << 20)) // 2, dtype=torch.bfloat16)
+        x = torch.empty(int(megabytes * (1 << 20)) // dtype.itemsize, dtype=dtype)
         return collectives.resolve_codec(comm, collective, None, x, even)
 
     assert codec("reduce_scatter", 1) == "fp16"  # 512 KiB segments: packets, a lane a thread, exact
@@ -351,6 +351,8 @@ def test_auto_bound_stays_exact_where_the_segments_take_packets():
     assert codec("all_to_all", 1) == "fp16"
     assert codec("all_to_all", 4) == "int4"
     assert codec("all_to_all", 1, even=False) == "int4"  # split sizes given: no packets
+    for name in ("reduce_scatter", "all_gather", "all_to_all"):  # fp32: the table's codec on packets too
+        assert codec(name, 0.5, dtype=torch.float32) == "int4"
     assert codec("reduce_scatter", 1, packet_segment_max_bytes=0) == "int4"  # packets switched off
     assert codec("reduce_scatter", 1, packet_segment_max_bytes=2 << 20, max_size=256 << 10) == "int4"
     # a limit above the kernel's 2 MiB does not make 4 MiB segments packets
