@@ -24,8 +24,9 @@ def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor, 
     """The codec name a collective runs: the call's, else the communicator's per-collective default.
     ``auto`` is the exact passthrough; ``auto:<codec>`` the tuning table's fastest codec at most that
     lossy for this collective, dtype and size (tuning.choose_collective: the bound codec itself while
-    the table holds no measurement of the collective), except where a 16-bit passthrough's segments
-    take the flag-in-data path (`takes_packets`): there it stays exact."""
+    the table holds no measurement of the collective), except where the passthrough's segments take
+    the flag-in-data path (`takes_packets`): there it stays exact, but for fp32 where the table measured
+    the collective in fp32."""
     name = codec if codec is not None else comm.codec_for(collective)
     is_auto, bound = codecs.parse_codec_request(name)
     if not is_auto:
@@ -33,11 +34,16 @@ def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor, 
     if bound is None:
         return "fp16"
     from . import tuning
+    table = comm.tune_table()
+    # fp32 on the packet path: the table's measured choice; with none measured, exact as 16-bit (and the
+    # fp32 all-reduce, whose exact call there is one packet kernel for both halves, not two calls)
+    measured_fp32 = (x.element_size() == 4 and collective != "all_reduce"
+                     and bool(table.collectives.get(collective, {}).get(tuning.dtype_name(x.dtype))))
     if collective == "all_reduce":  # the fp32 all-reduce: reduce-scatter + all-gather
         collective = "reduce_scatter"
-    if even and x.element_size() == 2 and takes_packets(comm, collective, x):
+    if even and not measured_fp32 and takes_packets(comm, collective, x):
         return "fp16"  # the exact passthrough, as "auto"
-    chosen = tuning.choose_collective(comm.tune_table(), collective, x.numel() * x.element_size(), x.dtype, bound)
+    chosen = tuning.choose_collective(table, collective, x.numel() * x.element_size(), x.dtype, bound)
     return codecs.canonical(chosen)
 
 
@@ -48,10 +54,10 @@ def takes_packets(comm, collective: str, x: torch.Tensor) -> bool:
     channel), where the codecs, which take the same path, were no faster (bf16, 2026-11-28, 2x H200:
     1.0-1.25x the exact call's time at 8-512 KB; 4x H200, before the codecs' units: 1.2-1.8x). Past that
     the int4-family codecs send one unit a lane and were faster (2x H200, 2 MB: reduce-scatter int4 5.5
-    against 8.4 us, all-gather 4.6 against 6.3), so the tuning table decides. fp32 tensors always take the
+    against 8.4 us, all-gather 4.6 against 6.3), so the tuning table decides. fp32 tensors take the
     table's choice (resolve_codec): their codecs carry a quarter of the exact call's bytes or less and were
     faster on this path (2x H200, 2026-11-28: reduce-scatter 512 KB int6 3.30 against 3.86 us, 2 MB int8 5.15
-    against 8.51)."""
+    against 8.51) where the table has fp32 entries for the collective."""
     values = x.numel() if collective == "all_gather" else x.numel() // comm.world_size
     if values > _C.PACKET_CHANNEL_VALUES:
         return False

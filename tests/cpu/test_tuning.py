@@ -321,7 +321,8 @@ def test_collective_codecs_from_the_table_and_without_it():
 def test_auto_bound_stays_exact_where_the_segments_take_packets():
     """auto:<codec> runs the exact passthrough where 16-bit segments take the flag-in-data path (the codecs
     were no faster there), and the table's choice above that, for segments of more lanes than the
-    channel has threads (where the coded path was faster) and for fp32 at every size."""
+    channel has threads (where the coded path was faster) and for fp32 at every size where the table
+    measured fp32."""
     import types
 
     import torch
@@ -353,6 +354,11 @@ def test_auto_bound_stays_exact_where_the_segments_take_packets():
     assert codec("all_to_all", 1, even=False) == "int4"  # split sizes given: no packets
     for name in ("reduce_scatter", "all_gather", "all_to_all"):  # fp32: the table's codec on packets too
         assert codec(name, 0.5, dtype=torch.float32) == "int4"
+    no_fp32 = tuning.table_from_dict({**lossy_everywhere.raw, "collectives": {
+        name: {"bf16": entries["bf16"]} for name, entries in lossy_everywhere.raw["collectives"].items()}})
+    comm.tune_table = lambda: no_fp32  # a table without fp32 entries: exact on packets, as 16-bit
+    assert codec("reduce_scatter", 0.5, dtype=torch.float32) == "fp16"
+    assert codec("reduce_scatter", 8, dtype=torch.float32) == "int4"  # the slice path: the bound codec itself
     assert codec("reduce_scatter", 1, packet_segment_max_bytes=0) == "int4"  # packets switched off
     assert codec("reduce_scatter", 1, packet_segment_max_bytes=2 << 20, max_size=256 << 10) == "int4"
     # a limit above the kernel's 2 MiB does not make 4 MiB segments packets
