@@ -5,7 +5,7 @@
 # at W = 4 and at W = 2 (GPUs 0-1) for the card it lands on.
 # Expectation at W = 4: coded / exact from 1.41-1.83 (reduce-scatter), 1.23-1.38 (all-gather), 1.29-1.56 (all-to-all)
 # (call aw) to at most ~1.4 at 8-512 KB; fp32 all-gather / all-to-all 10-35% faster than ownx.
-# Wheels: .wheels/main-ext (main's C++ at the end of 2026-11-28's seventh sitting: two slices a step at W = 2),
+# Wheels: .wheels/main-ext (main's C++ at 3cf7e0d, 2026-11-28's eighth sitting: two slices a step at W = 2),
 # .wheels/ownx-ext. Carry both.
 set -uo pipefail
 DEVICE_LOG=call.log source lab/scripts/device_lib.sh

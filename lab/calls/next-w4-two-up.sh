@@ -6,7 +6,7 @@
 # W = 8 (call bk: large segments 100, uneven 54, mixed CTA 73, dynamic 1542 at W = 4: 0 failed).
 # Expectation at W = 4: codecs 5-15% faster at 32-512 MB (less than at W = 2: the reduce-scatter's receive keeps one
 # slice a step), 2-8 MB even. Land the patch if nothing loses more than 3%; then lab/calls/next-w4-coded-rs.sh.
-# Wheels: .wheels/main-ext (main's C++ at the end of 2026-11-28's seventh sitting), .wheels/w4up-ext. Carry both.
+# Wheels: .wheels/main-ext (main's C++ at 3cf7e0d, 2026-11-28's eighth sitting), .wheels/w4up-ext (3cf7e0d + the patch). Carry both.
 set -uo pipefail
 DEVICE_LOG=call.log source lab/scripts/device_lib.sh
 SECONDS=0
