@@ -277,7 +277,8 @@ __global__ void __launch_bounds__(kTwoShotMaxThreads, 2) exchange_kernel(Exchang
   // 1135 us, NCCL 799; with a share of every segment 880). Even segments get the ranges they always had.
   // Groups: as many for every segment of this CTA, counted by the bytes its range of the largest
   // segment pushes to a peer, as the two-shot counts them (counted over all W - 1 peers, 4x H100 ran
-  // the exact bf16 reduce-scatter and all-gather 10-15% slower at 32-128 MB: too many handshakes).
+  // the exact bf16 reduce-scatter and all-gather 10-15% slower at 32-128 MB: too many handshakes); on 2
+  // GPUs the coded reduce-scatter and fp32 all-gather count the bytes it reads instead (input_groups).
   const uint32_t G = gridDim.x, c = blockIdx.x;
   struct Share {  // this CTA's slices of one segment, cut in groups
     uint32_t lo, count, per_group;
