@@ -38,7 +38,7 @@ def resolve_codec(comm, collective: str, codec: Optional[str], x: torch.Tensor, 
     # fp32 on the packet path: the table's measured choice; with none measured, exact as 16-bit (and the
     # fp32 all-reduce, whose exact call there is one packet kernel for both halves, not two calls)
     measured_fp32 = (x.element_size() == 4 and collective != "all_reduce"
-                     and bool(table.collectives.get(collective, {}).get(tuning.dtype_name(x.dtype))))
+                     and tuning.measured_collective(table, collective, x.dtype))
     if collective == "all_reduce":  # the fp32 all-reduce: reduce-scatter + all-gather
         collective = "reduce_scatter"
     if even and not measured_fp32 and takes_packets(comm, collective, x):

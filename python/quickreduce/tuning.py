@@ -317,15 +317,20 @@ def choose_collective(table: TuneTable, collective: str, nbytes: int, dtype: Any
     bound = _normalized_bound(bound, table)
     if bound is None:
         return dt
-    entries = table.collectives.get(collective, {}).get(dt)
     measured_codecs = table.raw.get("collective_codec_errors", {}).get(collective)
-    if not entries or (measured_codecs is not None and bound not in measured_codecs):
+    if not measured_collective(table, collective, dt) or (measured_codecs is not None and bound not in measured_codecs):
         return bound
+    entries = table.collectives[collective][dt]
     entry = next(e for e in entries if e["max_bytes"] is None or nbytes <= e["max_bytes"])
     codec = entry.get("lossy", {}).get(bound, dt)
     if codec not in PASSTHROUGH and not admits(bound, codec):  # a table made by an older rule
         return bound
     return dt if codec in PASSTHROUGH else codec
+
+
+def measured_collective(table: TuneTable, collective: str, dtype: Any) -> bool:
+    """Whether the table holds entries for this segment collective in this dtype."""
+    return bool(table.collectives.get(collective, {}).get(dtype_name(dtype)))
 
 
 def exact_choice(entry: dict[str, Any], dt: str) -> tuple[str, str]:
